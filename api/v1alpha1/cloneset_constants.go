@@ -1,0 +1,71 @@
+package v1alpha1
+
+// Pod labels, annotations and condition types shared by the CloneSet
+// controller, pkg/inplace and anyone who reads Pods.
+const (
+	// InPlaceUpdateReady is the readiness gate every CloneSet Pod carries. It is
+	// False while the Pod is being updated in place, so the Pod leaves Service
+	// endpoints, and True otherwise.
+	InPlaceUpdateReady = "InPlaceUpdateReady"
+
+	// InPlaceUpdateStateAnnotation holds how far the in-place update of a Pod
+	// got, as JSON (see pkg/inplace.State).
+	InPlaceUpdateStateAnnotation = "stepwise.dev/inplace-update-state"
+
+	// InPlaceUpdateGraceAnnotation holds the images waiting for the grace
+	// period to end, as JSON.
+	InPlaceUpdateGraceAnnotation = "stepwise.dev/inplace-update-grace"
+
+	// LifecycleStateLabel is the Pod's lifecycle state: Normal,
+	// PreparingUpdate, Updating, Updated, PreparingDelete.
+	LifecycleStateLabel = "lifecycle.stepwise.dev/state"
+
+	// SpecifiedDeleteLabel marks a Pod to be deleted first, like podsToDelete.
+	SpecifiedDeleteLabel = "stepwise.dev/specified-delete"
+)
+
+// Lifecycle states, the values of LifecycleStateLabel.
+const (
+	LifecycleStateNormal          = "Normal"
+	LifecycleStatePreparingUpdate = "PreparingUpdate"
+	LifecycleStateUpdating        = "Updating"
+	LifecycleStateUpdated         = "Updated"
+	LifecycleStatePreparingDelete = "PreparingDelete"
+)
+
+// CloneSet condition types and reasons.
+const (
+	// FailedUpdateCondition is True when a Pod cannot be moved to the update
+	// revision, for example an InPlaceOnly CloneSet whose template changed a
+	// field that cannot change in place.
+	FailedUpdateCondition = "FailedUpdate"
+	// FailedScaleCondition is True when creating or deleting Pods failed.
+	FailedScaleCondition = "FailedScale"
+	// UpdateBlockedCondition is True when maxUnavailable is used up by Pods
+	// that are unavailable for other reasons, so the update cannot progress.
+	UpdateBlockedCondition = "UpdateBlocked"
+
+	ReasonInPlaceImpossible = "InPlaceImpossible"
+	ReasonUnavailableBudget = "UnavailableBudgetExhausted"
+	ReasonUpdating          = "Updating"
+	ReasonScaling           = "Scaling"
+	ReasonUpdated           = "Updated"
+	ReasonPaused            = "Paused"
+	ReasonPartitioned       = "Partitioned"
+	ReasonCreateFailed      = "CreateFailed"
+	ReasonDeleteFailed      = "DeleteFailed"
+	ReasonCorruptedState    = "CorruptedInPlaceState"
+)
+
+// Event reasons on a CloneSet.
+const (
+	EventSuccessfulCreate            = "SuccessfulCreate"
+	EventSuccessfulDelete            = "SuccessfulDelete"
+	EventFailedCreate                = "FailedCreate"
+	EventFailedDelete                = "FailedDelete"
+	EventSuccessfulUpdatePodInPlace  = "SuccessfulUpdatePodInPlace"
+	EventFailedUpdatePodInPlace      = "FailedUpdatePodInPlace"
+	EventSuccessfulUpdatePodReCreate = "SuccessfulUpdatePodReCreate"
+	EventUpdateBlocked               = "UpdateBlocked"
+	EventCorruptedInPlaceState       = "CorruptedInPlaceState"
+)

@@ -1,0 +1,12 @@
+// Package main only anchors the control-plane packages so that `go mod tidy`
+// records every dependency; the Makefile builds the real commands from
+// k8s.io/kubernetes/cmd/... with this module's pinned requirements.
+package main
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the pinned test-bed binaries into bin/, skipping any that already exist.
+# Versions are pinned in hack/kube/go.mod, hack/etcd/go.mod and the Makefile.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/bin"
+KWOK_VERSION=${KWOK_VERSION:?set by the Makefile}
+CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:?set by the Makefile}
+mkdir -p "$bin"
+
+build() { # name, module dir, package
+  local name=$1 dir=$2 pkg=$3
+  [ -x "$bin/$name" ] && return 0
+  echo "building $name ($pkg)"
+  (cd "$root/$dir" && go build -trimpath -o "$bin/$name.tmp" "$pkg") && mv "$bin/$name.tmp" "$bin/$name"
+}
+install_tool() { # name, package@version
+  local name=$1 pkg=$2
+  [ -x "$bin/$name" ] && return 0
+  echo "installing $pkg"
+  GOBIN="$bin" go install "$pkg"
+}
+
+install_tool controller-gen "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
+build etcd hack/etcd .
+build kube-apiserver hack/kube k8s.io/kubernetes/cmd/kube-apiserver
+install_tool kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+install_tool kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+build kube-controller-manager hack/kube k8s.io/kubernetes/cmd/kube-controller-manager
+build kube-scheduler hack/kube k8s.io/kubernetes/cmd/kube-scheduler
