@@ -1,0 +1,140 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AnalysisForStep returns the analysis that runs after step i, with step
+// overrides and defaults applied, and false when none runs (skipped, or no
+// metric). Keeping the merge here gives the step decision and the analysis
+// runner one answer.
+func (s *RolloutSpec) AnalysisForStep(i int) (AnalysisSpec, bool) {
+	var out AnalysisSpec
+	if s.Analysis != nil {
+		s.Analysis.DeepCopyInto(&out)
+	}
+	if i >= 0 && i < len(s.Steps) && s.Steps[i].Analysis != nil {
+		o := s.Steps[i].Analysis
+		if o.Skip {
+			return AnalysisSpec{}, false
+		}
+		out.override(o.AnalysisSpec.DeepCopy())
+	}
+	if len(out.Metrics) == 0 {
+		return AnalysisSpec{}, false
+	}
+	out.setDefaults()
+	return out, true
+}
+
+// override replaces the fields o sets; args merge key by key.
+func (a *AnalysisSpec) override(o *AnalysisSpec) {
+	if o.Interval != nil {
+		a.Interval = o.Interval
+	}
+	if o.Count != nil {
+		a.Count = o.Count
+	}
+	if o.FailureLimit != nil {
+		a.FailureLimit = o.FailureLimit
+	}
+	if o.Inconclusive != "" {
+		a.Inconclusive = o.Inconclusive
+	}
+	if o.ConsecutiveErrorLimit != nil {
+		a.ConsecutiveErrorLimit = o.ConsecutiveErrorLimit
+	}
+	if len(o.Args) > 0 && a.Args == nil {
+		a.Args = map[string]string{}
+	}
+	for k, v := range o.Args {
+		a.Args[k] = v
+	}
+	if len(o.Metrics) > 0 {
+		a.Metrics = o.Metrics
+	}
+}
+
+func (a *AnalysisSpec) setDefaults() {
+	if a.Interval == nil {
+		a.Interval = &metav1.Duration{Duration: DefaultAnalysisInterval}
+	}
+	if a.Count == nil {
+		a.Count = new(DefaultAnalysisCount)
+	}
+	if a.FailureLimit == nil {
+		a.FailureLimit = new(DefaultFailureLimit)
+	}
+	if a.Inconclusive == "" {
+		a.Inconclusive = DefaultInconclusivePolicy
+	}
+	if a.ConsecutiveErrorLimit == nil {
+		a.ConsecutiveErrorLimit = new(DefaultConsecutiveErrorLimit)
+	}
+	for i := range a.Metrics {
+		if p := a.Metrics[i].Prometheus; p != nil && p.Timeout == nil {
+			p.Timeout = &metav1.Duration{Duration: DefaultPrometheusTimeout}
+		}
+	}
+}
+
+// Bounds parses the range; a nil bound is open.
+func (t ThresholdRange) Bounds() (lo, hi *float64, err error) {
+	parse := func(field string, d Decimal) (*float64, error) {
+		if d == "" {
+			return nil, nil
+		}
+		v, err := d.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("thresholdRange.%s: %w", field, err)
+		}
+		return &v, nil
+	}
+	if lo, err = parse("min", t.Min); err != nil {
+		return nil, nil, err
+	}
+	if hi, err = parse("max", t.Max); err != nil {
+		return nil, nil, err
+	}
+	return lo, hi, nil
+}
+
+// MarshalJSON writes the number literal.
+func (d Decimal) MarshalJSON() ([]byte, error) {
+	if d == "" {
+		return []byte("null"), nil
+	}
+	if _, err := d.Float64(); err != nil {
+		return nil, err
+	}
+	return []byte(d), nil
+}
+
+// UnmarshalJSON reads a number literal (or null).
+func (d *Decimal) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*d = ""
+		return nil
+	}
+	v := Decimal(b)
+	if _, err := v.Float64(); err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// Float64 parses the number; it fails on anything but a finite JSON number.
+func (d Decimal) Float64() (float64, error) {
+	n := json.Number(d)
+	v, err := n.Float64()
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || !json.Valid([]byte(d)) || strings.ContainsAny(string(d), "\"\t\n ") {
+		return 0, fmt.Errorf("%q is not a finite JSON number", string(d))
+	}
+	return v, nil
+}

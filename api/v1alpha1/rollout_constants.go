@@ -1,0 +1,121 @@
+package v1alpha1
+
+import "time"
+
+// Annotations that ask a Rollout for a manual action. Each value is a token,
+// usually a timestamp (`kubectl stepwise promote` writes RFC 3339): a request
+// is pending while the annotation differs from the matching
+// status.lastHandled*At field, so writing the same value twice does nothing
+// and there is nothing to clean up afterwards, as with Flux's
+// reconcile.fluxcd.io/requestedAt (meta.ReconcileRequestAnnotation), which is
+// honoured too.
+const (
+	// PromoteAtAnnotation skips the rest of the current step (its pause and
+	// its analysis) once the workload gate has passed.
+	PromoteAtAnnotation = "stepwise.dev/promote-at"
+	// AbortAtAnnotation aborts the rollout in progress: partition back to
+	// 100%, phase Aborted.
+	AbortAtAnnotation = "stepwise.dev/abort-at"
+	// RetryAtAnnotation starts an aborted rollout again from step 0 with the
+	// same canary revision, or reruns an inconclusive analysis.
+	RetryAtAnnotation = "stepwise.dev/retry-at"
+	// PauseAtAnnotation holds forward progress until a resume-at request.
+	// It is the kubectl way to pause; spec.paused is the git way.
+	PauseAtAnnotation = "stepwise.dev/pause-at"
+	// ResumeAtAnnotation ends a pause-at request.
+	ResumeAtAnnotation = "stepwise.dev/resume-at"
+)
+
+// Rollout condition types beside Flux's meta.ReadyCondition,
+// meta.ReconcilingCondition and meta.StalledCondition.
+const (
+	// PartitionConflictCondition is True while another field manager than the
+	// controller also writes the workload's partition (for example a git
+	// manifest that sets it). Its message names that manager. Fix: drop
+	// partition from the manifest in git, or tell Argo CD to ignore it with
+	// ignoreDifferences.
+	PartitionConflictCondition = "PartitionConflict"
+)
+
+// Reasons of a Rollout's conditions and of status.reason-like decisions. The
+// Ready condition carries the reason of the last step decision.
+const (
+	// ReasonStable: no rollout in progress; the workload runs the stable
+	// revision and the partition is armed at 100%.
+	ReasonStable = "Stable"
+	// ReasonWaitingForWorkload: the workload has not reported a revision yet.
+	ReasonWaitingForWorkload = "WaitingForWorkload"
+	// ReasonWaitingForPods: the step's partition is set and the workload gate
+	// (observedGeneration current, enough updated Pods ready) has not passed.
+	ReasonWaitingForPods = "WaitingForPods"
+	// ReasonPartitionMismatch: the workload runs another partition than the
+	// step's, so the gate cannot pass; see PartitionConflictCondition.
+	ReasonPartitionMismatch = "PartitionMismatch"
+	// ReasonStepPaused: the step's timed pause is running.
+	ReasonStepPaused = "StepPaused"
+	// ReasonAwaitingPromotion: the step's pause has no duration and waits for
+	// a promote-at request.
+	ReasonAwaitingPromotion = "AwaitingPromotion"
+	// ReasonAnalysisRunning: the step's analysis is taking measurements.
+	ReasonAnalysisRunning = "AnalysisRunning"
+	// ReasonAnalysisInconclusive: the step's analysis had no usable data and
+	// its inconclusive policy is Pause: promote, retry or abort.
+	ReasonAnalysisInconclusive = "AnalysisInconclusive"
+	// ReasonAnalysisFailed: the step's analysis failed and the rollout aborted.
+	ReasonAnalysisFailed = "AnalysisFailed"
+	// ReasonAbortRequested: an abort-at request aborted the rollout.
+	ReasonAbortRequested = "AbortRequested"
+	// ReasonProgressDeadlineExceeded: the workload made no progress for
+	// spec.progressDeadlineSeconds.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonVersionPolicyViolation: the update revision's image breaks
+	// spec.versionPolicy, so no Pod is moved to it.
+	ReasonVersionPolicyViolation = "VersionPolicyViolation"
+	// ReasonRollingBack: the template went back to the stable revision during
+	// a rollout; every Pod returns to it at once, without analysis.
+	ReasonRollingBack = "RollingBack"
+	// ReasonDowngrading: the update revision is a semver downgrade of the
+	// stable one; every Pod moves to it at once, without analysis.
+	ReasonDowngrading = "Downgrading"
+	// ReasonPausedBySpec: spec.paused holds forward progress.
+	ReasonPausedBySpec = "PausedBySpec"
+	// ReasonPauseRequested: a pause-at request holds forward progress.
+	ReasonPauseRequested = "PauseRequested"
+)
+
+// Event reasons on a Rollout.
+const (
+	EventRolloutStarted           = "RolloutStarted"
+	EventRolloutRestarted         = "RolloutRestarted"
+	EventStepReady                = "StepReady"
+	EventStepAdvanced             = "StepAdvanced"
+	EventAnalysisStarted          = "AnalysisStarted"
+	EventAnalysisInconclusive     = "AnalysisInconclusive"
+	EventRolloutCompleted         = "RolloutCompleted"
+	EventRolloutAborted           = "RolloutAborted"
+	EventRollingBack              = "RollingBack"
+	EventDowngrading              = "Downgrading"
+	EventProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	EventVersionPolicyViolation   = "VersionPolicyViolation"
+	EventPromoted                 = "Promoted"
+	EventRetried                  = "Retried"
+	EventPaused                   = "Paused"
+	EventResumed                  = "Resumed"
+	EventRequestIgnored           = "RequestIgnored"
+	EventPartitionConflict        = "PartitionConflict"
+)
+
+// Defaults applied in code, not by the CRD schema: a step's analysis
+// override inherits every field it leaves unset from spec.analysis, which a
+// schema default would hide (see RolloutSpec.AnalysisForStep).
+const (
+	DefaultAnalysisInterval      = 30 * time.Second
+	DefaultAnalysisCount         = int32(5)
+	DefaultFailureLimit          = int32(0)
+	DefaultConsecutiveErrorLimit = int32(4)
+	DefaultInconclusivePolicy    = InconclusivePause
+	DefaultPrometheusTimeout     = 10 * time.Second
+)
+
+// MaxMeasurements bounds status.measurements; the writer drops the oldest.
+const MaxMeasurements = 20

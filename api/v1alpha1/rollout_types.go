@@ -1,0 +1,515 @@
+package v1alpha1
+
+import (
+	"github.com/fluxcd/pkg/apis/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// RolloutPhase summarizes a Rollout for people and for GitOps health checks.
+// +kubebuilder:validation:Enum=Healthy;Progressing;Paused;Aborted
+type RolloutPhase string
+
+const (
+	// RolloutHealthy: no rollout in progress; the workload runs the stable revision.
+	RolloutHealthy RolloutPhase = "Healthy"
+	// RolloutProgressing: stepping, pausing for a set time, analysing, or
+	// moving every Pod at once on a rollback or downgrade.
+	RolloutProgressing RolloutPhase = "Progressing"
+	// RolloutPaused: waiting for a person (a promote, a resume or spec.paused
+	// set to false).
+	RolloutPaused RolloutPhase = "Paused"
+	// RolloutAborted: the canary was rolled back; waits for a change in git or
+	// a retry.
+	RolloutAborted RolloutPhase = "Aborted"
+)
+
+// InconclusivePolicy says what an inconclusive analysis (no data, NaN, ±Inf,
+// several series, or too many query errors) does.
+// +kubebuilder:validation:Enum=Pause;Abort;Promote
+type InconclusivePolicy string
+
+const (
+	// InconclusivePause waits for a promote, a retry or an abort.
+	InconclusivePause InconclusivePolicy = "Pause"
+	// InconclusiveAbort aborts the rollout.
+	InconclusiveAbort InconclusivePolicy = "Abort"
+	// InconclusivePromote goes on to the next step.
+	InconclusivePromote InconclusivePolicy = "Promote"
+)
+
+// AnalysisPhase is the verdict of an analysis or of one of its metrics.
+// +kubebuilder:validation:Enum=Running;Passed;Failed;Inconclusive
+type AnalysisPhase string
+
+const (
+	AnalysisRunning      AnalysisPhase = "Running"
+	AnalysisPassed       AnalysisPhase = "Passed"
+	AnalysisFailed       AnalysisPhase = "Failed"
+	AnalysisInconclusive AnalysisPhase = "Inconclusive"
+)
+
+// MeasurementPhase is the outcome of one query.
+// +kubebuilder:validation:Enum=Successful;Failed;Inconclusive;Error
+type MeasurementPhase string
+
+const (
+	// MeasurementSuccessful: the value is inside thresholdRange.
+	MeasurementSuccessful MeasurementPhase = "Successful"
+	// MeasurementFailed: the value is outside thresholdRange.
+	MeasurementFailed MeasurementPhase = "Failed"
+	// MeasurementInconclusive: no single finite value (empty, NaN, ±Inf, several series).
+	MeasurementInconclusive MeasurementPhase = "Inconclusive"
+	// MeasurementError: the query could not be run (network, auth, bad template).
+	MeasurementError MeasurementPhase = "Error"
+)
+
+// RolloutSpec is the step plan for one workload.
+type RolloutSpec struct {
+	// WorkloadRef names the workload in the Rollout's namespace. It cannot change.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workloadRef is immutable: create another Rollout to drive another workload"
+	// +kubebuilder:validation:XValidation:rule="(self.apiVersion == 'stepwise.dev/v1alpha1' && self.kind == 'CloneSet') || (self.apiVersion == 'apps.kruise.io/v1alpha1' && self.kind == 'CloneSet') || (self.apiVersion == 'apps/v1' && self.kind == 'StatefulSet')",message="spec.workloadRef must be a stepwise.dev/v1alpha1 CloneSet, an apps.kruise.io/v1alpha1 CloneSet or an apps/v1 StatefulSet"
+	WorkloadRef WorkloadReference `json:"workloadRef"`
+
+	// The third rule on steps uses CEL two-variable comprehensions
+	// (all(i, a, ...)), which API servers accept from Kubernetes 1.33.
+
+	// Steps are run in order. Partitions are Pods kept on the stable revision,
+	// so they must not rise from one step to a later one, and the last must be
+	// 0 or "0%". A count and a percent cannot be compared without knowing the
+	// replicas, so only two counts or two percents are checked against each other.
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:XValidation:rule="self.size() >= 1",message="spec.steps must have at least one step"
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || (type(self[self.size() - 1].partition) == int ? self[self.size() - 1].partition == 0 : self[self.size() - 1].partition == '0%')",message="spec.steps: the last step must have partition 0 or '0%'"
+	// +kubebuilder:validation:XValidation:rule="self.all(i, a, self.all(j, b, j <= i || (type(a.partition) == int) != (type(b.partition) == int) || (type(a.partition) == int ? b.partition <= a.partition : int(b.partition.replace('%', '')) <= int(a.partition.replace('%', '')))))",message="spec.steps[].partition must not rise from one step to a later one (counts are compared with counts, percents with percents)"
+	Steps []RolloutStep `json:"steps"`
+
+	// Analysis runs after each step's pause, unless the step overrides or skips it.
+	// +optional
+	Analysis *AnalysisSpec `json:"analysis,omitempty"`
+
+	// VersionPolicy checks the image tag of one container as a semantic
+	// version: a revision that breaks the constraint is not rolled out, and a
+	// downgrade from the stable revision takes the fast path (no steps, no analysis).
+	// +optional
+	VersionPolicy *VersionPolicy `json:"versionPolicy,omitempty"`
+
+	// ProgressDeadlineSeconds is how long a step may wait for the workload
+	// without progress (an updated Pod becoming ready) before the rollout
+	// aborts. Pauses and analyses do not count. A rollback or downgrade has
+	// nothing to abort to: past the deadline it is marked Stalled and goes
+	// on. Defaults to 600.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// Paused holds forward progress: no rollout starts and no step is taken.
+	// Rollbacks (to the stable revision, or a semver downgrade) and aborts still happen.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// WorkloadReference names a workload in the Rollout's namespace.
+type WorkloadReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// RolloutStep is one partition value and what to do once the workload reached it.
+type RolloutStep struct {
+	// Partition is how many Pods (or what percent of replicas, rounded up) stay
+	// on the stable revision during this step.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.steps[].partition must be a non-negative integer or a percent from 0% to 100%"
+	Partition intstr.IntOrString `json:"partition"`
+
+	// Pause waits after the workload gate: for a duration, or without one
+	// until a promote-at request.
+	// +optional
+	Pause *StepPause `json:"pause,omitempty"`
+
+	// Analysis overrides spec.analysis for this step: fields set here replace
+	// those of spec.analysis (args are merged key by key, metrics replace the
+	// whole list); skip: true runs no analysis.
+	// +optional
+	Analysis *StepAnalysis `json:"analysis,omitempty"`
+}
+
+// StepPause is a timed or a manual pause.
+type StepPause struct {
+	// Duration of the pause, for example 1m or 1h30m. Unset: wait for a promote-at request.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spec.steps[].pause.duration must be a positive duration such as 30s, 5m or 1h30m"
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// StepAnalysis overrides or skips the analysis of one step.
+// +kubebuilder:validation:XValidation:rule="!has(self.skip) || !self.skip || !(has(self.interval) || has(self.count) || has(self.failureLimit) || has(self.inconclusive) || has(self.consecutiveErrorLimit) || has(self.args) || has(self.metrics))",message="spec.steps[].analysis.skip cannot be combined with other analysis fields"
+type StepAnalysis struct {
+	// Skip runs no analysis after this step.
+	// +optional
+	Skip bool `json:"skip,omitempty"`
+
+	AnalysisSpec `json:",inline"`
+}
+
+// AnalysisSpec is how a step is judged. Its defaults are applied in code
+// (see the Default* constants), so that a step override can inherit from
+// spec.analysis whatever it leaves unset.
+// +kubebuilder:validation:XValidation:rule="!has(self.count) || !has(self.failureLimit) || self.failureLimit < self.count",message="analysis.failureLimit must be less than analysis.count, or the analysis could never fail"
+type AnalysisSpec struct {
+	// Interval between measurements. Defaults to 30s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1s')",message="analysis.interval must be a duration of at least 1s, such as 30s or 1m"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Count is the number of measurements per metric and step. Defaults to 5.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Count *int32 `json:"count,omitempty"`
+
+	// FailureLimit is how many failed measurements a metric tolerates: one
+	// more fails the step. Defaults to 0, so any failed measurement fails it.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FailureLimit *int32 `json:"failureLimit,omitempty"`
+
+	// Inconclusive says what happens when a metric gives no usable value
+	// (empty result, NaN, ±Inf, several series, or consecutiveErrorLimit query
+	// errors in a row): Pause (default), Abort or Promote. Never a pass by itself.
+	// +optional
+	Inconclusive InconclusivePolicy `json:"inconclusive,omitempty"`
+
+	// ConsecutiveErrorLimit is how many query errors in a row a metric
+	// tolerates before it is inconclusive. Defaults to 4.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	ConsecutiveErrorLimit *int32 `json:"consecutiveErrorLimit,omitempty"`
+
+	// Args are available to queries as {{ .Args.name }}.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Args map[string]string `json:"args,omitempty"`
+
+	// Metrics are all measured; the step passes when every metric passes.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:XValidation:rule="self.all(m, self.exists_one(n, n.name == m.name))",message="analysis.metrics[].name must be unique"
+	Metrics []Metric `json:"metrics,omitempty"`
+}
+
+// Metric is one query and the range its value must stay in.
+type Metric struct {
+	// Name identifies the metric in status and Events.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="analysis.metrics[].name must be lower-case letters, digits and '-', starting and ending with a letter or digit"
+	Name string `json:"name"`
+
+	// Prometheus runs the query. It is the only provider for now.
+	// +required
+	Prometheus *PrometheusMetric `json:"prometheus"`
+
+	// ThresholdRange is where a value must be to count as successful.
+	ThresholdRange ThresholdRange `json:"thresholdRange"`
+}
+
+// PrometheusMetric is an instant query against a Prometheus-compatible API.
+// +kubebuilder:validation:XValidation:rule="!has(self.bearerTokenSecretRef) || !has(self.headers) || !self.headers.exists(k, k.lowerAscii() == 'authorization')",message="prometheus.headers cannot set Authorization when prometheus.bearerTokenSecretRef is set"
+type PrometheusMetric struct {
+	// Address is the base URL, for example http://prometheus.monitoring:9090.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="prometheus.address must be an http or https URL"
+	Address string `json:"address"`
+
+	// Query is a Go template of a PromQL expression. It sees .Namespace,
+	// .Workload, .StableRevision, .CanaryRevision, .CanaryPods and .StablePods
+	// (regexes of Pod names) and .Args. Its result must be a scalar or a
+	// one-element vector.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	Query string `json:"query"`
+
+	// Timeout of one query. Defaults to 10s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) > duration('0s')",message="prometheus.timeout must be a positive duration such as 10s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// InsecureSkipVerify accepts any TLS certificate. For tests only.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+
+	// Headers are added to every request. They are stored in plain text:
+	// put credentials in bearerTokenSecretRef instead.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Headers map[string]string `json:"headers,omitempty"`
+
+	// BearerTokenSecretRef names a key of a Secret in the Rollout's namespace
+	// whose value is sent as "Authorization: Bearer <value>".
+	// +optional
+	BearerTokenSecretRef *SecretKeyReference `json:"bearerTokenSecretRef,omitempty"`
+}
+
+// SecretKeyReference names one key of a Secret in the Rollout's namespace.
+type SecretKeyReference struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="bearerTokenSecretRef.key must be a valid Secret key"
+	Key string `json:"key"`
+}
+
+// ThresholdRange bounds a value, both ends included.
+// +kubebuilder:validation:XValidation:rule="has(self.min) || has(self.max)",message="thresholdRange must set min, max or both"
+// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || self.min <= self.max",message="thresholdRange.min must not be greater than thresholdRange.max"
+type ThresholdRange struct {
+	// Min is the lowest successful value.
+	// +optional
+	Min Decimal `json:"min,omitempty"`
+	// Max is the highest successful value.
+	// +optional
+	Max Decimal `json:"max,omitempty"`
+}
+
+// Decimal is a JSON number (max: 0.01) kept in Go as its literal text.
+// A float64 field would need controller-gen's allowDangerousTypes, and a
+// Quantity would need quotes in YAML and print 0.01 as "10m". The empty
+// Decimal is unset. Read it with Float64.
+// +kubebuilder:validation:Type=number
+type Decimal string
+
+// VersionPolicy reads one container's image tag as a semantic version.
+type VersionPolicy struct {
+	// Container is the name of the container whose image tag is compared.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Container string `json:"container"`
+	// Constraint (Masterminds/semver syntax, such as ">=1.0.0 <2.0.0") that
+	// the tag of a new revision must meet. Unset: any version, and the policy
+	// only detects downgrades.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Constraint string `json:"constraint,omitempty"`
+}
+
+// RolloutStatus is the observed state of a Rollout. Everything the step
+// decision needs lives here (and in the workload), never in memory, so a
+// restarted controller resumes at the same step and reuses analyses that passed.
+type RolloutStatus struct {
+	// LastHandledReconcileAt is the last reconcile.fluxcd.io/requestedAt value handled.
+	meta.ReconcileRequestStatus `json:",inline"`
+
+	// ObservedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase: Healthy, Progressing, Paused or Aborted.
+	// +optional
+	Phase RolloutPhase `json:"phase,omitempty"`
+
+	// Reason is why the phase is what it is, one CamelCase word (a Reason*
+	// constant such as AnalysisFailed), as in a Pod's status. The Ready
+	// condition repeats it, but conditions are summarized by other code; this
+	// field is the step decision's own record.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// CurrentStepIndex is the index in spec.steps of the step in progress;
+	// unset when no step is (idle, aborted, or a rollback or downgrade).
+	// +optional
+	CurrentStepIndex *int32 `json:"currentStepIndex,omitempty"`
+
+	// StableRevision is the workload revision last rolled out in full.
+	// +optional
+	StableRevision string `json:"stableRevision,omitempty"`
+
+	// CanaryRevision is the revision being rolled out, or the one aborted.
+	// +optional
+	CanaryRevision string `json:"canaryRevision,omitempty"`
+
+	// Message says what the rollout waits for, in words.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// StepStartedAt is when the current step's partition was set.
+	// +optional
+	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
+
+	// StepReadyAt is when the current step passed the workload gate; its pause counts from here.
+	// +optional
+	StepReadyAt *metav1.Time `json:"stepReadyAt,omitempty"`
+
+	// LastProgressAt is when the workload last made progress (a step started
+	// or more updated Pods became ready); spec.progressDeadlineSeconds counts from here.
+	// +optional
+	LastProgressAt *metav1.Time `json:"lastProgressAt,omitempty"`
+
+	// UpdatedReadyReplicas is the workload's count when last seen, to detect progress.
+	// +optional
+	UpdatedReadyReplicas int32 `json:"updatedReadyReplicas,omitempty"`
+
+	// PauseRequested is true from a pause-at request to a resume-at request.
+	// +optional
+	PauseRequested bool `json:"pauseRequested,omitempty"`
+
+	// Analysis is the analysis of the current step (or the one that aborted the rollout).
+	// +optional
+	Analysis *AnalysisStatus `json:"analysis,omitempty"`
+
+	// Measurements are the most recent measurements, oldest first, at most
+	// MaxMeasurements (20): the writer drops the oldest.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	Measurements []Measurement `json:"measurements,omitempty"`
+
+	// LastHandledPromoteAt is the last stepwise.dev/promote-at value handled.
+	// +optional
+	LastHandledPromoteAt string `json:"lastHandledPromoteAt,omitempty"`
+	// LastHandledAbortAt is the last stepwise.dev/abort-at value handled.
+	// +optional
+	LastHandledAbortAt string `json:"lastHandledAbortAt,omitempty"`
+	// LastHandledRetryAt is the last stepwise.dev/retry-at value handled.
+	// +optional
+	LastHandledRetryAt string `json:"lastHandledRetryAt,omitempty"`
+	// LastHandledPauseAt is the last stepwise.dev/pause-at value handled.
+	// +optional
+	LastHandledPauseAt string `json:"lastHandledPauseAt,omitempty"`
+	// LastHandledResumeAt is the last stepwise.dev/resume-at value handled.
+	// +optional
+	LastHandledResumeAt string `json:"lastHandledResumeAt,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled (Flux semantics, for kstatus)
+	// and PartitionConflict.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AnalysisStatus is the running tally of one step's analysis. Counters, not
+// the measurements themselves, so that the verdict can be recomputed after a
+// restart even when more were taken than status.measurements keeps.
+type AnalysisStatus struct {
+	// StepIndex is the step analysed.
+	StepIndex int32 `json:"stepIndex"`
+	// Revision is the canary revision analysed.
+	Revision string `json:"revision"`
+	// StartedAt is when the analysis started (the pause ended).
+	StartedAt metav1.Time `json:"startedAt"`
+	// Phase is the verdict so far.
+	// +optional
+	Phase AnalysisPhase `json:"phase,omitempty"`
+	// Message explains a Failed or Inconclusive verdict with the measurement behind it.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Metrics holds one tally per metric.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	Metrics []MetricStatus `json:"metrics,omitempty"`
+}
+
+// MetricStatus is the tally of one metric in one step's analysis.
+type MetricStatus struct {
+	Name string `json:"name"`
+	// +optional
+	Phase AnalysisPhase `json:"phase,omitempty"`
+	// Count is the number of measurements taken.
+	// +optional
+	Count int32 `json:"count,omitempty"`
+	// +optional
+	Successful int32 `json:"successful,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// +optional
+	Inconclusive int32 `json:"inconclusive,omitempty"`
+	// +optional
+	Errors int32 `json:"errors,omitempty"`
+	// ConsecutiveErrors resets on any measurement that is not an error.
+	// +optional
+	ConsecutiveErrors int32 `json:"consecutiveErrors,omitempty"`
+	// LastValue is the last value read, as text.
+	// +optional
+	LastValue string `json:"lastValue,omitempty"`
+	// LastMeasuredAt: the next measurement is due one interval later.
+	// +optional
+	LastMeasuredAt *metav1.Time `json:"lastMeasuredAt,omitempty"`
+}
+
+// Measurement is one query result.
+type Measurement struct {
+	Metric string `json:"metric"`
+	// Step is the index of the step it was taken in.
+	Step int32 `json:"step"`
+	// Value as text ("0.004", "NaN"); empty when the query failed.
+	// +optional
+	Value string           `json:"value,omitempty"`
+	Phase MeasurementPhase `json:"phase"`
+	// +optional
+	Message string      `json:"message,omitempty"`
+	Time    metav1.Time `json:"time"`
+}
+
+// Rollout walks one workload through steps of partition values, checking
+// Prometheus between steps, and promotes or aborts by itself.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.phase`,description="Healthy, Progressing, Paused or Aborted"
+// +kubebuilder:printcolumn:name="STEP",type=integer,JSONPath=`.status.currentStepIndex`,description="Index of the step in progress"
+// +kubebuilder:printcolumn:name="CANARY",type=string,JSONPath=`.status.canaryRevision`,description="Revision being rolled out"
+// +kubebuilder:printcolumn:name="STABLE",type=string,JSONPath=`.status.stableRevision`,description="Revision last rolled out in full"
+// +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.message`,description="What the rollout waits for"
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+type Rollout struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RolloutSpec   `json:"spec,omitempty"`
+	Status RolloutStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions, for fluxcd/pkg/runtime/conditions.
+func (in *Rollout) GetConditions() []metav1.Condition {
+	return in.Status.Conditions
+}
+
+// SetConditions sets the status conditions, for fluxcd/pkg/runtime/conditions.
+func (in *Rollout) SetConditions(conditions []metav1.Condition) {
+	in.Status.Conditions = conditions
+}
+
+// RolloutList is a list of Rollouts.
+// +kubebuilder:object:root=true
+type RolloutList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Rollout `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Rollout{}, &RolloutList{})
+}

@@ -1,0 +1,234 @@
+package step
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+)
+
+// stepIndex is the current step, clamped to the plan: if spec.steps shrank
+// during a rollout, the last step (partition 0) carries on.
+func (d *decider) stepIndex() int {
+	i := int(*d.status().CurrentStepIndex)
+	if i >= len(d.in.Steps) {
+		i = len(d.in.Steps) - 1
+	}
+	if i < 0 {
+		i = 0
+	}
+	return i
+}
+
+func (d *decider) stepName(i int) string { return fmt.Sprintf("step %d/%d", i+1, len(d.in.Steps)) }
+
+// stepping runs one step of the rollout in progress: gate, pause, analysis.
+func (d *decider) stepping() {
+	s := d.status()
+	i := d.stepIndex()
+	if int(*s.CurrentStepIndex) != i {
+		// spec.steps shrank under the rollout: the last step starts afresh.
+		s.StepStartedAt, s.StepReadyAt, s.AnalysisStartedAt = d.in.Now, time.Time{}, time.Time{}
+		d.out.Analysis = AnalysisClear
+	}
+	idx := int32(i)
+	s.CurrentStepIndex = &idx
+	st := d.in.Steps[i]
+	d.out.Partition = st.Partition
+	if !s.StepReadyAt.IsZero() && d.in.Workload.Partition != st.Pods {
+		// The workload left the step's partition (the step was edited in git,
+		// or another writer changed it): the gate is taken again, so that no
+		// step is passed on Pods it never had.
+		s.StepReadyAt = time.Time{}
+		s.LastProgressAt = d.in.Now
+	}
+
+	if d.abort {
+		d.abort = false
+		d.abortRollout(v1alpha1.ReasonAbortRequested, "aborted by request")
+		return
+	}
+	if d.paused() {
+		reason, by := d.pauseReason()
+		s.Phase = v1alpha1.RolloutPaused
+		s.Reason = reason
+		s.Message = fmt.Sprintf("%s (partition %s) held: paused by %s", d.stepName(i), st.Partition.String(), by)
+		// Time spent paused is not a lack of progress.
+		s.LastProgressAt = d.in.Now
+		return
+	}
+	if d.in.Status.Phase == v1alpha1.RolloutPaused {
+		// Leaving a pause: the deadline counts from now, not from the last
+		// call made while paused. (Other Paused states are past the gate,
+		// where the deadline does not apply.)
+		s.LastProgressAt = d.in.Now
+		if d.in.Status.Reason == v1alpha1.ReasonPausedBySpec {
+			d.event(corev1.EventTypeNormal, v1alpha1.EventResumed, "resumed: spec.paused is false")
+		}
+	}
+
+	if s.StepReadyAt.IsZero() {
+		if !d.gate(st) {
+			d.waitForPods(i, false)
+			return
+		}
+		s.StepReadyAt = d.in.Now
+		s.LastProgressAt = d.in.Now
+		d.event(corev1.EventTypeNormal, v1alpha1.EventStepReady, "%s reached: %d/%d Pods on revision %s ready", d.stepName(i), d.in.Workload.UpdatedReadyReplicas, d.in.Workload.Replicas, s.CanaryRevision)
+	}
+
+	if st.Pause && s.AnalysisStartedAt.IsZero() && !d.pauseOver(i, st) {
+		return
+	}
+	if !st.Analysis {
+		d.advance(i)
+		return
+	}
+	if d.promote {
+		d.promote = false
+		d.event(corev1.EventTypeNormal, v1alpha1.EventPromoted, "%s: analysis skipped by a promote request", d.stepName(i))
+		d.advance(i)
+		return
+	}
+	if s.AnalysisStartedAt.IsZero() {
+		s.AnalysisStartedAt = d.in.Now
+		d.out.Analysis = AnalysisStart
+		d.analysing(i, "started")
+		d.event(corev1.EventTypeNormal, v1alpha1.EventAnalysisStarted, "%s: analysis started", d.stepName(i))
+		return
+	}
+	switch d.in.Analysis.Verdict {
+	case VerdictPassed:
+		d.advance(i)
+	case VerdictFailed:
+		d.abortRollout(v1alpha1.ReasonAnalysisFailed, "analysis failed: "+d.in.Analysis.Message)
+	case VerdictInconclusive:
+		d.inconclusive(i, st)
+	default:
+		d.out.Analysis = AnalysisRun
+		d.analysing(i, "running")
+	}
+}
+
+// gate is the workload gate: the workload saw its latest spec, runs the
+// step's partition, and has enough updated Pods ready for it.
+func (d *decider) gate(st Step) bool {
+	w := d.in.Workload
+	return w.ObservedGenerationCurrent && w.Partition == st.Pods && w.UpdatedReadyReplicas >= w.Replicas-st.Pods
+}
+
+// waitForPods reports the gate of step i, and aborts past the progress
+// deadline. fresh is true when this decision sets the step's partition, which
+// the workload cannot have seen yet.
+func (d *decider) waitForPods(i int, fresh bool) {
+	s, w, st := d.status(), d.in.Workload, d.in.Steps[i]
+	s.Phase = v1alpha1.RolloutProgressing
+	need := w.Replicas - st.Pods
+	switch {
+	case fresh:
+		s.Reason = v1alpha1.ReasonWaitingForPods
+		s.Message = fmt.Sprintf("%s (partition %s): partition set, waiting for the workload", d.stepName(i), st.Partition.String())
+	case !w.ObservedGenerationCurrent:
+		s.Reason = v1alpha1.ReasonWaitingForPods
+		s.Message = fmt.Sprintf("%s (partition %s): waiting for the workload to observe its spec", d.stepName(i), st.Partition.String())
+	case w.Partition != st.Pods:
+		s.Reason = v1alpha1.ReasonPartitionMismatch
+		s.Message = fmt.Sprintf("%s: the workload runs partition %d, the step needs %d", d.stepName(i), w.Partition, st.Pods)
+	default:
+		s.Reason = v1alpha1.ReasonWaitingForPods
+		s.Message = fmt.Sprintf("%s (partition %s): %d/%d updated Pods ready", d.stepName(i), st.Partition.String(), w.UpdatedReadyReplicas, need)
+	}
+	if left, over := d.deadline(); over {
+		d.abortRollout(v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf("no progress for %s: %s", d.in.ProgressDeadline, s.Message))
+	} else if left > 0 {
+		d.requeue(left)
+	}
+}
+
+// pauseOver reports whether step i's pause has ended, by time or by a
+// promote request; while it has not, it sets the waiting status.
+func (d *decider) pauseOver(i int, st Step) bool {
+	s := d.status()
+	end := s.StepReadyAt.Add(st.PauseDuration)
+	if st.PauseDuration > 0 && !d.in.Now.Before(end) {
+		return true
+	}
+	if d.promote {
+		// Promote skips the current stage only: a step with a pause and an
+		// analysis still analyses, so one request never skips an analysis
+		// unseen.
+		d.promote = false
+		d.event(corev1.EventTypeNormal, v1alpha1.EventPromoted, "%s: pause skipped by a promote request", d.stepName(i))
+		return true
+	}
+	if st.PauseDuration <= 0 {
+		s.Phase = v1alpha1.RolloutPaused
+		s.Reason = v1alpha1.ReasonAwaitingPromotion
+		s.Message = fmt.Sprintf("%s (partition %s): waiting for a promote request", d.stepName(i), st.Partition.String())
+		return false
+	}
+	s.Phase = v1alpha1.RolloutProgressing
+	s.Reason = v1alpha1.ReasonStepPaused
+	s.Message = fmt.Sprintf("%s (partition %s): paused until %s", d.stepName(i), st.Partition.String(), end.UTC().Format(time.RFC3339))
+	d.requeue(end.Sub(d.in.Now))
+	return false
+}
+
+func (d *decider) analysing(i int, what string) {
+	s := d.status()
+	s.Phase = v1alpha1.RolloutProgressing
+	s.Reason = v1alpha1.ReasonAnalysisRunning
+	s.Message = fmt.Sprintf("%s (partition %s): analysis %s", d.stepName(i), d.in.Steps[i].Partition.String(), what)
+}
+
+// inconclusive applies the step's policy to an inconclusive analysis.
+func (d *decider) inconclusive(i int, st Step) {
+	s, msg := d.status(), d.in.Analysis.Message
+	switch st.Inconclusive {
+	case v1alpha1.InconclusiveAbort:
+		d.abortRollout(v1alpha1.ReasonAnalysisInconclusive, "analysis inconclusive: "+msg)
+	case v1alpha1.InconclusivePromote:
+		d.event(corev1.EventTypeWarning, v1alpha1.EventAnalysisInconclusive, "%s: analysis inconclusive (%s); promoted as the policy says", d.stepName(i), msg)
+		d.advance(i)
+	default:
+		if d.retry {
+			d.retry = false
+			s.AnalysisStartedAt = d.in.Now
+			d.out.Analysis = AnalysisStart
+			d.analysing(i, "restarted")
+			d.event(corev1.EventTypeNormal, v1alpha1.EventRetried, "%s: analysis restarted by a retry request", d.stepName(i))
+			return
+		}
+		if d.in.Status.Reason != v1alpha1.ReasonAnalysisInconclusive {
+			d.event(corev1.EventTypeWarning, v1alpha1.EventAnalysisInconclusive, "%s: analysis inconclusive (%s); promote, retry or abort", d.stepName(i), msg)
+		}
+		s.Phase = v1alpha1.RolloutPaused
+		s.Reason = v1alpha1.ReasonAnalysisInconclusive
+		s.Message = fmt.Sprintf("%s: analysis inconclusive: %s; waiting for promote, retry or abort", d.stepName(i), msg)
+	}
+}
+
+// advance moves from step i to the next, or completes the rollout after the last.
+func (d *decider) advance(i int) {
+	s := d.status()
+	d.out.Analysis = AnalysisClear
+	if i >= len(d.in.Steps)-1 {
+		canary := s.CanaryRevision
+		s.StableRevision = canary
+		d.idle()
+		d.event(corev1.EventTypeNormal, v1alpha1.EventRolloutCompleted, "revision %s is stable after %d steps", canary, len(d.in.Steps))
+		return
+	}
+	next := int32(i + 1)
+	st := d.in.Steps[next]
+	s.CurrentStepIndex = &next
+	s.StepStartedAt = d.in.Now
+	s.StepReadyAt, s.AnalysisStartedAt = time.Time{}, time.Time{}
+	s.LastProgressAt = d.in.Now
+	d.out.Partition = st.Partition
+	d.event(corev1.EventTypeNormal, v1alpha1.EventStepAdvanced, "%s: partition %s", d.stepName(int(next)), st.Partition.String())
+	d.waitForPods(int(next), true)
+	d.requeue(settle)
+}

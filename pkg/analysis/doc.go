@@ -1,0 +1,26 @@
+// Package analysis decides whether a canary step is healthy from metric
+// measurements.
+//
+// It is deliberately free of Kubernetes API types and of network access:
+// plain values go in (a query result, a threshold, the list of measurements
+// taken so far) and plain values come out (a Measurement, a Verdict). The
+// controller owns the clock, the status and the calls to a Provider; this
+// package only computes, so every rule below is covered by table tests.
+//
+// The flow for one metric at one step is:
+//
+//  1. Render the query template with the rollout's Vars.
+//  2. Measure: run the query through a Provider and Evaluate the Result
+//     against the Threshold, giving a Measurement (Successful, Failed,
+//     Inconclusive or Error).
+//  3. Append the Measurement to the metric's history and Assess the history
+//     against the Limits, giving a Verdict (Running, Passed, Failed or
+//     Inconclusive). While Running, the next measurement is due at
+//     NextMeasurementAt.
+//  4. AssessAll combines the per-metric verdicts into the step's verdict.
+//
+// The central promise is that no step ever passes without data: NaN, ±Inf,
+// an empty vector, several series, an unexpected result type and query
+// errors can never produce a Successful measurement, and a Passed verdict
+// needs at least one Successful measurement.
+package analysis
