@@ -135,8 +135,10 @@ type UpdatePriorityStrategy struct {
 	// WeightPriority: Pods matching heavier terms update first.
 	// +optional
 	WeightPriority []UpdatePriorityWeightTerm `json:"weightPriority,omitempty"`
-	// OrderPriority: Pods are ordered by the integer value of these label
-	// keys, smallest first; earlier keys take precedence.
+	// OrderPriority: Pods carrying the first key update first, ordered by
+	// the integer value of that label (or the number it ends with), largest
+	// first, as in OpenKruise; then Pods carrying the second key, and so on;
+	// Pods with none of the keys last.
 	// +optional
 	OrderPriority []UpdatePriorityOrderTerm `json:"orderPriority,omitempty"`
 }

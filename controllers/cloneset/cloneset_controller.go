@@ -1,0 +1,212 @@
+package cloneset
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/pkg/inplace"
+)
+
+// Reconciler reconciles CloneSets.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads around the cache, for the fresh reads the in-place
+	// engine needs before it flips a readiness gate.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Metrics   *Metrics
+	// Clock is injectable for tests; the real clock when nil.
+	Clock clock.PassiveClock
+
+	engine       *inplace.Engine
+	expectations *expectations
+}
+
+// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// SetupWithManager wires the reconciler: CloneSets, and the Pods and
+// ControllerRevisions they own, are watched; nothing is polled.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	r.engine = inplace.New(inplace.NewControllerRuntimePodClient(r.Client, r.APIReader), r.Clock)
+	r.expectations = newExpectations(r.Clock.Now)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&stepwisev1.CloneSet{}).
+		Owns(&corev1.Pod{}).
+		Owns(&appsv1.ControllerRevision{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+// Reconcile moves one CloneSet one round closer to its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	logger := log.FromContext(ctx)
+	cs := &stepwisev1.CloneSet{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cs); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.expectations.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting CloneSet: %w", err)
+	}
+	if cs.DeletionTimestamp != nil {
+		// Pods and revisions carry owner references: the garbage collector
+		// removes them.
+		return ctrl.Result{}, nil
+	}
+
+	original := cs.DeepCopy()
+	round := &syncRound{cs: cs, now: r.Clock.Now()}
+	defer func() {
+		if err := r.patchStatus(ctx, original, round, retErr == nil); err != nil {
+			retErr = kerrorsJoin(retErr, err)
+		}
+	}()
+
+	selector, problem := validateSelector(cs)
+	if problem != "" {
+		round.findings.invalidSpec = problem
+		r.event(cs, corev1.EventTypeWarning, "InvalidSpec", problem)
+		// Nothing will change until the spec does: no requeue.
+		return ctrl.Result{}, nil
+	}
+	round.selector = selector
+
+	pods, err := r.ownedPods(ctx, cs, selector)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	round.pods = pods
+	revs, err := r.syncRevisions(ctx, cs, pods)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	round.revs = revs
+
+	if ok, waiting := r.expectations.satisfied(req.NamespacedName, pods); !ok {
+		// The cache is behind our own writes; the watch event that catches
+		// it up requeues us. The timeout is only a safety net.
+		logger.V(1).Info("waiting for cache to observe own writes", "pending", waiting)
+		round.statusOnly = true
+		return ctrl.Result{RequeueAfter: expectationTimeout}, nil
+	}
+
+	requeue, err := r.sync(ctx, round)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// syncRound carries one reconcile's observations from fetch to status.
+type syncRound struct {
+	cs              *stepwisev1.CloneSet
+	now             time.Time
+	selector        labels.Selector
+	pods            []*corev1.Pod
+	revs            *revisionSet
+	expectedUpdated int32
+	findings        statusFindings
+	// statusOnly means the pods were not acted on this round.
+	statusOnly bool
+}
+
+func validateSelector(cs *stepwisev1.CloneSet) (labels.Selector, string) {
+	if cs.Spec.Selector == nil {
+		return nil, "spec.selector is required"
+	}
+	selector, err := metav1.LabelSelectorAsSelector(cs.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Sprintf("spec.selector is invalid: %v", err)
+	}
+	if selector.Empty() {
+		return nil, "spec.selector must not be empty: it would select every Pod in the namespace"
+	}
+	if !selector.Matches(labels.Set(cs.Spec.Template.Labels)) {
+		return nil, "spec.selector does not match spec.template.metadata.labels: Pods created from the template would not be selected"
+	}
+	return selector, ""
+}
+
+// patchStatus writes status once per reconcile, and only when it changed.
+// observedGeneration moves only when the reconcile succeeded, so a reader
+// never takes a half-applied spec as observed.
+func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.CloneSet, round *syncRound, succeeded bool) error {
+	cs := round.cs
+	var counts podCounts
+	isUpdating := func(p *corev1.Pod) bool { return inplace.IsUpdating(p) }
+	updateRevision := ""
+	if round.revs != nil {
+		updateRevision = round.revs.update.Name
+	}
+	counts = countPods(round.pods, updateRevision, cs.Spec.MinReadySeconds, isUpdating, round.now)
+	selector := ""
+	if round.selector != nil {
+		selector = round.selector.String()
+	}
+	status := computeStatus(cs, counts, round.revs, round.expectedUpdated, round.findings, selector)
+	if succeeded && !round.statusOnly || round.findings.invalidSpec != "" {
+		status.ObservedGeneration = cs.Generation
+	}
+	if apiequality.Semantic.DeepEqual(status, original.Status) {
+		return nil
+	}
+	r.emitStatusEvents(original, &status)
+	// The whole status goes in one merge patch: a diff against the cached
+	// copy would leave out zero counts that the server has never stored.
+	body, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return fmt.Errorf("encoding CloneSet status: %w", err)
+	}
+	cs.Status = status
+	if err := r.Client.Status().Patch(ctx, cs, client.RawPatch(types.MergePatchType, body)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patching CloneSet status: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) event(cs *stepwisev1.CloneSet, eventType, reason, message string) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(cs, nil, eventType, reason, reason, "%s", message)
+}
+
+// kerrorsJoin keeps both the reconcile error and the status error.
+func kerrorsJoin(a, b error) error {
+	if a == nil {
+		return b
+	}
+	return fmt.Errorf("%w; %w", a, b)
+}

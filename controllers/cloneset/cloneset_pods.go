@@ -1,0 +1,124 @@
+package cloneset
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+)
+
+// ownedPods lists the Pods this CloneSet controls, from the cache.
+func (r *Reconciler) ownedPods(ctx context.Context, cs *stepwisev1.CloneSet, selector labels.Selector) ([]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	pods := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		if metav1.IsControlledBy(&list.Items[i], cs) {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	return pods, nil
+}
+
+// newPod builds a Pod of the given revision. Every Pod carries the
+// InPlaceUpdateReady readiness gate: we create the Pods ourselves, so no
+// admission webhook is needed to add it.
+func (r *Reconciler) newPod(cs *stepwisev1.CloneSet, rev *appsv1.ControllerRevision) (*corev1.Pod, error) {
+	template, err := templateOf(rev)
+	if err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: cs.Name + "-",
+			Namespace:    cs.Namespace,
+			Labels:       map[string]string{},
+			Annotations:  map[string]string{},
+		},
+		Spec: *template.Spec.DeepCopy(),
+	}
+	for k, v := range template.Labels {
+		pod.Labels[k] = v
+	}
+	for k, v := range template.Annotations {
+		pod.Annotations[k] = v
+	}
+	pod.Labels[RevisionLabel] = rev.Name
+	if !hasReadinessGate(pod) {
+		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: stepwisev1.InPlaceUpdateReady})
+	}
+	if err := controllerutil.SetControllerReference(cs, pod, r.Scheme); err != nil {
+		return nil, fmt.Errorf("owning new pod: %w", err)
+	}
+	return pod, nil
+}
+
+func hasReadinessGate(pod *corev1.Pod) bool {
+	for _, gate := range pod.Spec.ReadinessGates {
+		if gate.ConditionType == stepwisev1.InPlaceUpdateReady {
+			return true
+		}
+	}
+	return false
+}
+
+// podReady is the CloneSet's notion of ready: Running, Ready, and not in the
+// middle of an in-place update.
+func podReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+		return false
+	}
+	return conditionTrue(pod, corev1.PodReady) && conditionTrue(pod, stepwisev1.InPlaceUpdateReady)
+}
+
+// podAvailable is ready for at least minReadySeconds. It also returns how
+// long until the Pod becomes available, so the reconcile can come back then
+// instead of polling.
+func podAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) (bool, time.Duration) {
+	if !podReady(pod) {
+		return false, 0
+	}
+	if minReadySeconds <= 0 {
+		return true, 0
+	}
+	since := readySince(pod)
+	if since.IsZero() {
+		return true, 0
+	}
+	wait := since.Add(time.Duration(minReadySeconds) * time.Second).Sub(now)
+	if wait <= 0 {
+		return true, 0
+	}
+	return false, wait
+}
+
+// readySince is the later of the Ready and InPlaceUpdateReady transitions:
+// a Pod updated in place restarts its availability clock.
+func readySince(pod *corev1.Pod) time.Time {
+	var since time.Time
+	for _, c := range pod.Status.Conditions {
+		if (c.Type == corev1.PodReady || c.Type == stepwisev1.InPlaceUpdateReady) && c.LastTransitionTime.After(since) {
+			since = c.LastTransitionTime.Time
+		}
+	}
+	return since
+}
+
+func conditionTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,358 @@
+package cloneset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/cloneset/plan"
+	"github.com/stepwise-dev/stepwise/pkg/inplace"
+)
+
+// sync is the update path, in order: refresh in-place updates, compute the
+// plan, then create, delete and move Pods. It returns when to look again
+// for time-driven work (grace periods, minReadySeconds); everything else
+// arrives as watch events.
+func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration, error) {
+	cs := round.cs
+	key := types.NamespacedName{Namespace: cs.Namespace, Name: cs.Name}
+	var requeue requeueAfter
+
+	for _, pod := range round.pods {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		delay, err := r.refreshPod(ctx, round, key, pod)
+		if err != nil {
+			return 0, err
+		}
+		requeue.at(delay)
+	}
+
+	input := r.planInput(cs, round)
+	p := plan.Calculate(input)
+	round.expectedUpdated = p.ExpectedUpdatedReplicas
+	if p.Blocked != nil {
+		// A Pod created or restarted a moment ago is not ready either; only
+		// a blocker that stays unready is worth a condition and an Event.
+		if wait := blockerGrace(round, p.Blocked.Pods); wait > 0 {
+			requeue.at(wait)
+		} else {
+			round.findings.blocked = p.Blocked.Message
+		}
+	}
+
+	if err := r.createPods(ctx, round, key, p); err != nil {
+		return 0, err
+	}
+	if err := r.deletePods(ctx, round, key, p.Delete); err != nil {
+		return 0, err
+	}
+	byName := map[string]*corev1.Pod{}
+	for _, pod := range round.pods {
+		byName[pod.Name] = pod
+	}
+	for _, name := range p.Update {
+		delay, err := r.movePod(ctx, round, key, byName[name], round.revs.update)
+		if err != nil {
+			return 0, err
+		}
+		requeue.at(delay)
+	}
+	for _, name := range p.Rollback {
+		delay, err := r.movePod(ctx, round, key, byName[name], round.revs.current)
+		if err != nil {
+			return 0, err
+		}
+		requeue.at(delay)
+	}
+
+	counts := countPods(round.pods, round.revs.update.Name, cs.Spec.MinReadySeconds, inplace.IsUpdating, round.now)
+	requeue.at(counts.nextAvailable)
+	return requeue.d, nil
+}
+
+func (r *Reconciler) inPlaceOptions(cs *stepwisev1.CloneSet) inplace.UpdateOptions {
+	opts := inplace.UpdateOptions{RevisionLabel: RevisionLabel}
+	if s := cs.Spec.UpdateStrategy.InPlaceUpdateStrategy; s != nil {
+		opts.GracePeriodSeconds = s.GracePeriodSeconds
+		opts.ContainerBatches = s.ContainerBatches
+	}
+	return opts
+}
+
+func (r *Reconciler) planInput(cs *stepwisev1.CloneSet, round *syncRound) plan.Input {
+	strategy := cs.Spec.UpdateStrategy
+	maxSurge := strategy.MaxSurge
+	if strategy.Type == stepwisev1.InPlaceOnlyCloneSetUpdateStrategyType {
+		zero := intstr.FromInt32(0)
+		maxSurge = &zero
+	}
+	toDelete := map[string]bool{}
+	for _, name := range cs.Spec.ScaleStrategy.PodsToDelete {
+		toDelete[name] = true
+	}
+	in := plan.Input{
+		Replicas:            ptrValue(cs.Spec.Replicas),
+		Partition:           strategy.Partition,
+		MaxUnavailable:      strategy.MaxUnavailable,
+		MaxSurge:            maxSurge,
+		ScaleMaxUnavailable: cs.Spec.ScaleStrategy.MaxUnavailable,
+		Paused:              strategy.Paused,
+		CurrentRevision:     round.revs.current.Name,
+		UpdateRevision:      round.revs.update.Name,
+		PriorityStrategy:    strategy.PriorityStrategy,
+		ScatterStrategy:     strategy.ScatterStrategy,
+	}
+	for _, pod := range round.pods {
+		available, _ := podAvailable(pod, cs.Spec.MinReadySeconds, round.now)
+		in.Pods = append(in.Pods, plan.Pod{
+			Name:              pod.Name,
+			Revision:          pod.Labels[RevisionLabel],
+			CreationTimestamp: pod.CreationTimestamp.Time,
+			Ready:             podReady(pod),
+			Available:         available,
+			Scheduled:         pod.Spec.NodeName != "",
+			Terminating:       pod.DeletionTimestamp != nil,
+			Updating:          inplace.IsUpdating(pod),
+			SpecifiedDelete:   toDelete[pod.Name] || pod.Labels[stepwisev1.SpecifiedDeleteLabel] == "true",
+			Labels:            pod.Labels,
+		})
+	}
+	return in
+}
+
+// createPods creates in slow-start batches (1, 2, 4, ...) like the
+// ReplicaSet controller, so a quota or admission error costs one failed
+// request, not hundreds.
+func (r *Reconciler) createPods(ctx context.Context, round *syncRound, key types.NamespacedName, p plan.Plan) error {
+	var queue []*appsv1.ControllerRevision
+	for i := int32(0); i < p.CreateCurrentRevision; i++ {
+		queue = append(queue, round.revs.current)
+	}
+	for i := int32(0); i < p.CreateUpdateRevision; i++ {
+		queue = append(queue, round.revs.update)
+	}
+	for batch := 1; len(queue) > 0; batch *= 2 {
+		n := min(batch, len(queue))
+		for _, rev := range queue[:n] {
+			pod, err := r.newPod(round.cs, rev)
+			if err != nil {
+				return err
+			}
+			if err := r.Client.Create(ctx, pod); err != nil {
+				msg := fmt.Sprintf("creating pod on revision %s: %v", rev.Name, err)
+				round.findings.scaleError = msg
+				r.event(round.cs, corev1.EventTypeWarning, stepwisev1.EventFailedCreate, msg)
+				return fmt.Errorf("%s", msg)
+			}
+			r.expectations.expectCreate(key, pod.Name)
+			r.event(round.cs, corev1.EventTypeNormal, stepwisev1.EventSuccessfulCreate, fmt.Sprintf("created pod %s on revision %s", pod.Name, rev.Name))
+		}
+		queue = queue[n:]
+	}
+	return nil
+}
+
+func (r *Reconciler) deletePods(ctx context.Context, round *syncRound, key types.NamespacedName, deletions []plan.Deletion) error {
+	byName := map[string]*corev1.Pod{}
+	for _, pod := range round.pods {
+		byName[pod.Name] = pod
+	}
+	for _, d := range deletions {
+		pod := byName[d.Name]
+		if pod == nil {
+			continue
+		}
+		if err := r.deletePod(ctx, round, key, pod, stepwisev1.EventSuccessfulDelete, d.Reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deletePod deletes with a UID precondition: a Pod recreated under the same
+// name since our cache saw it is not ours to delete.
+func (r *Reconciler) deletePod(ctx context.Context, round *syncRound, key types.NamespacedName, pod *corev1.Pod, reason, why string) error {
+	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		msg := fmt.Sprintf("deleting pod %s (%s): %v", pod.Name, why, err)
+		round.findings.scaleError = msg
+		r.event(round.cs, corev1.EventTypeWarning, stepwisev1.EventFailedDelete, msg)
+		return fmt.Errorf("%s", msg)
+	}
+	r.expectations.expectDelete(key, pod.Name)
+	r.event(round.cs, corev1.EventTypeNormal, reason, fmt.Sprintf("deleted pod %s: %s", pod.Name, why))
+	return nil
+}
+
+// movePod brings one Pod to the target revision: in place when the strategy
+// and the change allow it, by recreation otherwise. It returns when to look
+// at the Pod again (grace period).
+func (r *Reconciler) movePod(ctx context.Context, round *syncRound, key types.NamespacedName, pod *corev1.Pod, target *appsv1.ControllerRevision) (time.Duration, error) {
+	if pod == nil {
+		return 0, nil
+	}
+	cs := round.cs
+	strategy := cs.Spec.UpdateStrategy.Type
+	if strategy == "" || strategy == stepwisev1.RecreateCloneSetUpdateStrategyType {
+		r.Metrics.PodsRecreated.WithLabelValues(cs.Namespace, cs.Name).Inc()
+		return 0, r.deletePod(ctx, round, key, pod, stepwisev1.EventSuccessfulUpdatePodReCreate, "recreating on revision "+target.Name)
+	}
+
+	spec, err := r.inPlaceSpec(pod, round.revs, target)
+	var notInPlace *inplace.NotInPlaceError
+	if errors.As(err, &notInPlace) {
+		if strategy == stepwisev1.InPlaceOnlyCloneSetUpdateStrategyType {
+			msg := fmt.Sprintf("pod %s cannot move to revision %s in place: %s changed, and updateStrategy.type InPlaceOnly forbids recreating it; change only container images, or use InPlaceIfPossible", pod.Name, target.Name, notInPlace.Field)
+			round.findings.failedUpdate = msg
+			r.Metrics.InPlaceUpdatesFailed.WithLabelValues(cs.Namespace, cs.Name).Inc()
+			r.event(cs, corev1.EventTypeWarning, stepwisev1.EventFailedUpdatePodInPlace, msg)
+			return 0, nil
+		}
+		r.Metrics.PodsRecreated.WithLabelValues(cs.Namespace, cs.Name).Inc()
+		return 0, r.deletePod(ctx, round, key, pod, stepwisev1.EventSuccessfulUpdatePodReCreate,
+			fmt.Sprintf("recreating on revision %s: %s cannot change in place", target.Name, notInPlace.Field))
+	}
+	if err != nil {
+		return 0, err
+	}
+
+	res := r.engine.Update(ctx, pod, spec, r.inPlaceOptions(cs))
+	if res.Err != nil {
+		r.Metrics.InPlaceUpdatesFailed.WithLabelValues(cs.Namespace, cs.Name).Inc()
+		r.event(cs, corev1.EventTypeWarning, stepwisev1.EventFailedUpdatePodInPlace, fmt.Sprintf("updating pod %s in place to revision %s: %v", pod.Name, target.Name, res.Err))
+		return 0, fmt.Errorf("updating pod %s in place: %w", pod.Name, res.Err)
+	}
+	r.expectWritten(key, res.Pod)
+	r.Metrics.InPlaceUpdatesStarted.WithLabelValues(cs.Namespace, cs.Name).Inc()
+	r.event(cs, corev1.EventTypeNormal, stepwisev1.EventSuccessfulUpdatePodInPlace, fmt.Sprintf("updating pod %s in place to revision %s", pod.Name, target.Name))
+	log.FromContext(ctx).V(1).Info("updating pod in place", "pod", pod.Name, "revision", target.Name)
+	return res.Delay, nil
+}
+
+// inPlaceSpec diffs the Pod's own revision against the target revision.
+func (r *Reconciler) inPlaceSpec(pod *corev1.Pod, revs *revisionSet, target *appsv1.ControllerRevision) (*inplace.UpdateSpec, error) {
+	from := revs.byName[pod.Labels[RevisionLabel]]
+	if from == nil {
+		return nil, &inplace.NotInPlaceError{Field: fmt.Sprintf("the pod's revision %q (no longer recorded)", pod.Labels[RevisionLabel])}
+	}
+	fromTemplate, err := templateOf(from)
+	if err != nil {
+		return nil, err
+	}
+	toTemplate, err := templateOf(target)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := inplace.CalculateSpec(fromTemplate, toTemplate)
+	if err != nil {
+		return nil, err
+	}
+	spec.Revision = target.Name
+	return spec, nil
+}
+
+// refreshPod advances an in-place update already under way (grace period,
+// next container batch, completion) and records what happened.
+func (r *Reconciler) refreshPod(ctx context.Context, round *syncRound, key types.NamespacedName, pod *corev1.Pod) (time.Duration, error) {
+	cs := round.cs
+	var startedAt time.Time
+	if state, err := inplace.ParseState(pod); err == nil && state != nil {
+		startedAt = state.UpdateTimestamp.Time
+	}
+	res := r.engine.Refresh(ctx, pod)
+	if res.CorruptState != nil {
+		return r.redrive(ctx, round, key, pod, res.CorruptState)
+	}
+	if res.Err != nil {
+		return 0, fmt.Errorf("refreshing pod %s: %w", pod.Name, res.Err)
+	}
+	r.expectWritten(key, res.Pod)
+	if res.Phase == inplace.PhaseCompleted {
+		r.Metrics.InPlaceUpdatesSucceeded.WithLabelValues(cs.Namespace, cs.Name).Inc()
+		if !startedAt.IsZero() {
+			r.Metrics.InPlaceUpdateDuration.WithLabelValues(cs.Namespace, cs.Name).Observe(round.now.Sub(startedAt).Seconds())
+		}
+	}
+	return res.Delay, nil
+}
+
+// redrive restarts the update of a Pod whose in-place records are unreadable:
+// the Pod is driven to the whole template of the revision its label names,
+// and only images that differ are patched, so nothing restarts needlessly.
+func (r *Reconciler) redrive(ctx context.Context, round *syncRound, key types.NamespacedName, pod *corev1.Pod, cause error) (time.Duration, error) {
+	cs := round.cs
+	r.event(cs, corev1.EventTypeWarning, stepwisev1.EventCorruptedInPlaceState,
+		fmt.Sprintf("pod %s: %v; treating it as a fresh update", pod.Name, cause))
+	rev := round.revs.byName[pod.Labels[RevisionLabel]]
+	if rev == nil {
+		rev = round.revs.update
+	}
+	template, err := templateOf(rev)
+	if err != nil {
+		return 0, err
+	}
+	res := r.engine.Update(ctx, pod, inplace.SpecForTemplate(template, rev.Name), r.inPlaceOptions(cs))
+	if res.Err != nil {
+		return 0, fmt.Errorf("re-driving pod %s after corrupt state: %w", pod.Name, res.Err)
+	}
+	r.expectWritten(key, res.Pod)
+	return res.Delay, nil
+}
+
+func (r *Reconciler) expectWritten(key types.NamespacedName, written *corev1.Pod) {
+	if written != nil {
+		r.expectations.expectResourceVersion(key, written.Name, written.ResourceVersion)
+	}
+}
+
+// blockedReportDelay is how long a Pod must stay unready before it is
+// reported as blocking an update.
+const blockedReportDelay = 30 * time.Second
+
+// blockerGrace returns how long until the longest-unready blocking Pod has
+// been unready for blockedReportDelay; zero or less means report now.
+func blockerGrace(round *syncRound, blockers []string) time.Duration {
+	if len(blockers) == 0 {
+		return 0
+	}
+	byName := map[string]*corev1.Pod{}
+	for _, pod := range round.pods {
+		byName[pod.Name] = pod
+	}
+	wait := blockedReportDelay
+	for _, name := range blockers {
+		pod := byName[name]
+		if pod == nil {
+			continue
+		}
+		since := pod.CreationTimestamp.Time
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+				since = c.LastTransitionTime.Time
+			}
+		}
+		wait = min(wait, since.Add(blockedReportDelay).Sub(round.now))
+	}
+	return wait
+}
+
+// requeueAfter keeps the soonest positive delay.
+type requeueAfter struct{ d time.Duration }
+
+func (q *requeueAfter) at(d time.Duration) {
+	if d > 0 && (q.d == 0 || d < q.d) {
+		q.d = d
+	}
+}

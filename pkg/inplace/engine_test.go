@@ -1,0 +1,516 @@
+package inplace
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+)
+
+// These tests replay whole in-place updates of one Pod against fakePods and
+// check the write budget and the resume guarantees of the contract.
+
+func specFor(t *testing.T, revision string, oldT, newT *corev1.PodTemplateSpec) *UpdateSpec {
+	t.Helper()
+	spec, err := CalculateSpec(oldT, newT)
+	if err != nil {
+		t.Fatalf("CalculateSpec: %v", err)
+	}
+	spec.Revision = revision
+	return spec
+}
+
+func update(t *testing.T, e *Engine, f *fakePods, spec *UpdateSpec, opts UpdateOptions) UpdateResult {
+	t.Helper()
+	res := e.Update(context.Background(), f.get("web-0"), spec, opts)
+	if res.Err != nil {
+		t.Fatalf("Update: %v", res.Err)
+	}
+	if !res.InPlace {
+		t.Fatalf("Update: InPlace = false")
+	}
+	return res
+}
+
+// refresh calls Refresh with the Pod as stored, as a fresh cache would hold it.
+func refresh(t *testing.T, e *Engine, f *fakePods) RefreshResult {
+	t.Helper()
+	return refreshWith(t, e, f.get("web-0"))
+}
+
+func refreshWith(t *testing.T, e *Engine, pod *corev1.Pod) RefreshResult {
+	t.Helper()
+	res := e.Refresh(context.Background(), pod)
+	if res.Err != nil {
+		t.Fatalf("Refresh: %v", res.Err)
+	}
+	return res
+}
+
+func expectWrites(t *testing.T, f *fakePods, wantStatus, wantSpec int) {
+	t.Helper()
+	status, spec := f.countWrites()
+	if status != wantStatus || spec != wantSpec {
+		t.Fatalf("writes: %d status + %d spec, want %d + %d", status, spec, wantStatus, wantSpec)
+	}
+}
+
+func expectPhase(t *testing.T, res RefreshResult, want Phase) {
+	t.Helper()
+	if res.Phase != want {
+		t.Fatalf("Refresh phase = %s, want %s", res.Phase, want)
+	}
+}
+
+func TestEngine_PlainImageUpdateTakesThreeWrites(t *testing.T) {
+	oldT := template(container("app", "nginx:1.25"))
+	newT := template(container("app", "nginx:1.26"))
+	e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+
+	res := update(t, e, f, specFor(t, "r2", oldT, newT), UpdateOptions{})
+	if res.Delay != 0 || res.Pod == nil {
+		t.Fatalf("Update result = %+v, want no delay and the written pod", res)
+	}
+	expectWrites(t, f, 1, 1)
+	if !f.writes[0].status || conditionOf(t, f.writes[0].pod).Status != corev1.ConditionFalse {
+		t.Fatalf("first write must take the pod out of service, got %+v", f.writes[0])
+	}
+	pod := f.get("web-0")
+	if got := imageOf(t, pod, "app"); got != "nginx:1.26" {
+		t.Fatalf("app image = %s, want nginx:1.26", got)
+	}
+	if pod.Labels["controller-revision-hash"] != "r2" {
+		t.Fatalf("revision label = %q, want r2", pod.Labels["controller-revision-hash"])
+	}
+	state, err := ParseState(pod)
+	if err != nil || state.Revision != "r2" || state.LastContainerStatuses["app"].ImageID != "id-of-nginx:1.25" {
+		t.Fatalf("state = %+v, %v; want revision r2 and the old imageID recorded", state, err)
+	}
+	if !IsUpdating(pod) || Ready(pod) {
+		t.Fatalf("pod mid-update: IsUpdating=%v Ready=%v, want true/false", IsUpdating(pod), Ready(pod))
+	}
+
+	// Kubelet has not restarted the container yet: nothing to write.
+	expectPhase(t, refresh(t, e, f), PhaseUpdating)
+	expectWrites(t, f, 1, 1)
+
+	f.kubeletRestart("web-0", true, newImageID)
+	expectPhase(t, refresh(t, e, f), PhaseCompleted)
+	expectWrites(t, f, 2, 1)
+	pod = f.get("web-0")
+	if c := conditionOf(t, pod); c.Status != corev1.ConditionTrue || c.Reason != ConditionReasonCompleted {
+		t.Fatalf("condition = %+v, want True/%s", c, ConditionReasonCompleted)
+	}
+	if IsUpdating(pod) || !Ready(pod) {
+		t.Fatalf("pod after update: IsUpdating=%v Ready=%v, want false/true", IsUpdating(pod), Ready(pod))
+	}
+
+	// Steady state: Refresh writes nothing more.
+	expectPhase(t, refresh(t, e, f), PhaseIdle)
+	expectWrites(t, f, 2, 1)
+	if n := f.imagePatches(newPod(oldT.Spec.Containers...), "app"); n != 1 {
+		t.Fatalf("app image patched %d times, want 1", n)
+	}
+}
+
+func TestEngine_MetadataOnlyTakesOneWrite(t *testing.T) {
+	oldT := template(container("app", "nginx:1.25"))
+	newT := oldT.DeepCopy()
+	newT.Labels["tier"] = "front"
+	newT.Annotations = map[string]string{"note": "x"}
+	e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+
+	spec := specFor(t, "r2", oldT, newT)
+	if !spec.MetadataOnly() {
+		t.Fatalf("spec %+v should be metadata-only", spec)
+	}
+	update(t, e, f, spec, UpdateOptions{})
+	expectWrites(t, f, 0, 1)
+	pod := f.get("web-0")
+	if pod.Labels["tier"] != "front" || pod.Annotations["note"] != "x" || pod.Labels["controller-revision-hash"] != "r2" {
+		t.Fatalf("metadata not applied: labels %v annotations %v", pod.Labels, pod.Annotations)
+	}
+	if c := conditionOf(t, pod); c.Status != corev1.ConditionTrue {
+		t.Fatalf("metadata-only update flipped the condition: %+v", c)
+	}
+	expectPhase(t, refresh(t, e, f), PhaseIdle)
+	expectWrites(t, f, 0, 1)
+}
+
+func TestEngine_GracePeriodDelaysImagePatch(t *testing.T) {
+	oldT := template(container("app", "nginx:1.25"))
+	newT := template(container("app", "nginx:1.26"))
+	e, f, clk := newEngine(t, newPod(oldT.Spec.Containers...))
+	clk.SetTime(epoch.Add(500 * time.Millisecond))
+
+	res := update(t, e, f, specFor(t, "r2", oldT, newT), UpdateOptions{GracePeriodSeconds: 10})
+	// The stored time has second precision, so the deadline rounds up.
+	if res.Delay != 10500*time.Millisecond {
+		t.Fatalf("Update delay = %v, want 10.5s", res.Delay)
+	}
+	expectWrites(t, f, 1, 1)
+	pod := f.get("web-0")
+	if got := imageOf(t, pod, "app"); got != "nginx:1.25" {
+		t.Fatalf("image patched during grace period: %s", got)
+	}
+	if _, ok := pod.Annotations[v1alpha1.InPlaceUpdateGraceAnnotation]; !ok {
+		t.Fatalf("no grace annotation")
+	}
+
+	clk.SetTime(epoch.Add(4 * time.Second))
+	r := refresh(t, e, f)
+	expectPhase(t, r, PhaseWaiting)
+	if r.Delay != 7*time.Second {
+		t.Fatalf("Refresh delay = %v, want 7s", r.Delay)
+	}
+	expectWrites(t, f, 1, 1)
+
+	clk.SetTime(epoch.Add(11 * time.Second))
+	expectPhase(t, refresh(t, e, f), PhaseUpdating)
+	expectWrites(t, f, 1, 2)
+	pod = f.get("web-0")
+	if got := imageOf(t, pod, "app"); got != "nginx:1.26" {
+		t.Fatalf("image after grace = %s, want nginx:1.26", got)
+	}
+	if _, ok := pod.Annotations[v1alpha1.InPlaceUpdateGraceAnnotation]; ok {
+		t.Fatalf("grace annotation left behind")
+	}
+
+	f.kubeletRestart("web-0", true, newImageID)
+	expectPhase(t, refresh(t, e, f), PhaseCompleted)
+	expectWrites(t, f, 2, 2)
+}
+
+func TestEngine_BatchesUpdateSidecarBeforeApp(t *testing.T) {
+	oldT := template(container("app", "app:v1"), container("sidecar", "proxy:v1"))
+	newT := template(container("app", "app:v2"), container("sidecar", "proxy:v2"))
+	e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+	opts := UpdateOptions{ContainerBatches: [][]string{{"sidecar"}, {"app"}}}
+
+	update(t, e, f, specFor(t, "r2", oldT, newT), opts)
+	expectWrites(t, f, 1, 1)
+	pod := f.get("web-0")
+	if imageOf(t, pod, "sidecar") != "proxy:v2" || imageOf(t, pod, "app") != "app:v1" {
+		t.Fatalf("first batch: sidecar=%s app=%s, want proxy:v2 app:v1", imageOf(t, pod, "sidecar"), imageOf(t, pod, "app"))
+	}
+
+	// Sidecar restarted on its new image but not ready yet: app must wait.
+	f.kubeletRestart("web-0", false, newImageID)
+	expectPhase(t, refresh(t, e, f), PhaseUpdating)
+	expectWrites(t, f, 1, 1)
+	if got := imageOf(t, f.get("web-0"), "app"); got != "app:v1" {
+		t.Fatalf("app patched before the sidecar was ready: %s", got)
+	}
+
+	f.kubeletReady("web-0", "sidecar")
+	expectPhase(t, refresh(t, e, f), PhaseUpdating)
+	expectWrites(t, f, 1, 2)
+	if got := imageOf(t, f.get("web-0"), "app"); got != "app:v2" {
+		t.Fatalf("app image = %s after sidecar ready, want app:v2", got)
+	}
+
+	expectPhase(t, refresh(t, e, f), PhaseUpdating) // app not restarted yet
+	f.kubeletRestart("web-0", true, newImageID)
+	expectPhase(t, refresh(t, e, f), PhaseCompleted)
+	expectWrites(t, f, 2, 2)
+}
+
+func TestEngine_ConditionTrueMidUpdateIsTakenBackBeforePatching(t *testing.T) {
+	oldT := template(container("app", "app:v1"), container("sidecar", "proxy:v1"))
+	newT := template(container("app", "app:v2"), container("sidecar", "proxy:v2"))
+	e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+	update(t, e, f, specFor(t, "r2", oldT, newT), UpdateOptions{ContainerBatches: [][]string{{"sidecar"}, {"app"}}})
+	f.kubeletRestart("web-0", true, newImageID)
+	pod := f.get("web-0")
+	setCondition(pod, corev1.ConditionTrue, "SomeoneElse", "", epoch)
+	f.store(pod)
+
+	expectPhase(t, refresh(t, e, f), PhaseUpdating)
+	expectWrites(t, f, 2, 1)
+	if c := conditionOf(t, f.get("web-0")); c.Status != corev1.ConditionFalse || imageOf(t, f.get("web-0"), "app") != "app:v1" {
+		t.Fatalf("condition %+v: the pod must leave service before app is patched", c)
+	}
+	expectPhase(t, refresh(t, e, f), PhaseUpdating)
+	expectWrites(t, f, 2, 2)
+	f.kubeletRestart("web-0", true, newImageID)
+	expectPhase(t, refresh(t, e, f), PhaseCompleted)
+}
+
+func TestOptionsFromStrategy(t *testing.T) {
+	if got := OptionsFromStrategy(nil); got.GracePeriodSeconds != 0 || got.ContainerBatches != nil {
+		t.Fatalf("OptionsFromStrategy(nil) = %+v", got)
+	}
+	got := OptionsFromStrategy(&v1alpha1.InPlaceUpdateStrategy{GracePeriodSeconds: 5, ContainerBatches: [][]string{{"a"}}})
+	if got.GracePeriodSeconds != 5 || len(got.ContainerBatches) != 1 {
+		t.Fatalf("OptionsFromStrategy = %+v", got)
+	}
+	if d := got.withDefaults(); d.RevisionLabel != "controller-revision-hash" {
+		t.Fatalf("default revision label = %q", d.RevisionLabel)
+	}
+}
+
+func TestEngine_RetagCompletes(t *testing.T) {
+	// v2 is a new tag on the same image: the imageID cannot change.
+	oldT := template(container("app", "registry.example.com/app:v1"))
+	newT := template(container("app", "registry.example.com/app:v2"))
+	e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+
+	update(t, e, f, specFor(t, "r2", oldT, newT), UpdateOptions{})
+	f.kubeletRestart("web-0", true, sameImageID)
+	expectPhase(t, refresh(t, e, f), PhaseCompleted)
+	expectWrites(t, f, 2, 1)
+}
+
+func TestEngine_StatusImageIsNormalised(t *testing.T) {
+	oldT := template(container("app", "nginx:1.25"))
+	newT := template(container("app", "nginx:1.26"))
+	e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+
+	update(t, e, f, specFor(t, "r2", oldT, newT), UpdateOptions{})
+	// Kubelet reports the fully qualified name and, a retag again, the same
+	// imageID: only normalisation can tell the container is done.
+	pod := f.get("web-0")
+	st := findStatus(pod, "app", false)
+	st.Image = "docker.io/library/nginx:1.26"
+	f.store(pod)
+	expectPhase(t, refresh(t, e, f), PhaseCompleted)
+}
+
+func TestEngine_ResumeNeverPatchesTwice(t *testing.T) {
+	oldT := template(container("app", "app:v1"), container("sidecar", "proxy:v1"))
+	newT := template(container("app", "app:v2"), container("sidecar", "proxy:v2"))
+
+	t.Run("update_again_with_same_spec_writes_nothing", func(t *testing.T) {
+		e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+		spec := specFor(t, "r2", oldT, newT)
+		stale := f.get("web-0") // the controller's cache before the update
+		update(t, e, f, spec, UpdateOptions{})
+		res := e.Update(context.Background(), stale, spec, UpdateOptions{})
+		if res.Err != nil || !res.InPlace || res.Pod != nil {
+			t.Fatalf("second Update = %+v, want in place with nothing written", res)
+		}
+		expectWrites(t, f, 1, 1)
+	})
+
+	t.Run("update_again_mid_batches_keeps_progress", func(t *testing.T) {
+		e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+		spec := specFor(t, "r2", oldT, newT)
+		opts := UpdateOptions{ContainerBatches: [][]string{{"sidecar"}, {"app"}}}
+		update(t, e, f, spec, opts)
+		f.kubeletRestart("web-0", true, newImageID)
+		refresh(t, e, f) // patches app
+		update(t, e, f, spec, opts)
+		refresh(t, e, f)
+		expectWrites(t, f, 1, 2)
+		initial := newPod(oldT.Spec.Containers...)
+		if f.imagePatches(initial, "app") != 1 || f.imagePatches(initial, "sidecar") != 1 {
+			t.Fatalf("patches: app %d sidecar %d, want 1 each", f.imagePatches(initial, "app"), f.imagePatches(initial, "sidecar"))
+		}
+	})
+
+	t.Run("crash_between_condition_and_spec_resumes_with_one_write", func(t *testing.T) {
+		e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+		spec := specFor(t, "r2", oldT, newT)
+		f.failNextUpdate = errors.New("controller stopped")
+		if res := e.Update(context.Background(), f.get("web-0"), spec, UpdateOptions{}); res.Err == nil || res.InPlace {
+			t.Fatalf("Update = %+v, want the injected failure", res)
+		}
+		expectWrites(t, f, 1, 0)
+		update(t, e, f, spec, UpdateOptions{})
+		expectWrites(t, f, 1, 1) // the False condition of the first try is reused
+	})
+
+	t.Run("refresh_in_the_crash_window_lets_the_pod_serve", func(t *testing.T) {
+		e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+		spec := specFor(t, "r2", oldT, newT)
+		f.failNextUpdate = errors.New("controller stopped")
+		e.Update(context.Background(), f.get("web-0"), spec, UpdateOptions{})
+		// No container was patched, so the Pod may serve until Update resumes.
+		expectPhase(t, refresh(t, e, f), PhaseIdle)
+		if c := conditionOf(t, f.get("web-0")); c.Status != corev1.ConditionTrue {
+			t.Fatalf("condition = %+v, want True", c)
+		}
+		update(t, e, f, spec, UpdateOptions{})
+		f.kubeletRestart("web-0", true, newImageID)
+		expectPhase(t, refresh(t, e, f), PhaseCompleted)
+	})
+
+	t.Run("refresh_with_stale_pod_is_idempotent", func(t *testing.T) {
+		e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+		opts := UpdateOptions{ContainerBatches: [][]string{{"sidecar"}, {"app"}}}
+		update(t, e, f, specFor(t, "r2", oldT, newT), opts)
+		f.kubeletRestart("web-0", true, newImageID)
+		cached := f.get("web-0")
+		expectPhase(t, refreshWith(t, e, cached), PhaseUpdating) // patches app
+		expectPhase(t, refreshWith(t, e, cached), PhaseUpdating) // conflict, re-read, nothing to do
+		expectWrites(t, f, 1, 2)
+	})
+}
+
+func TestEngine_ConflictIsRetriedFromFreshRead(t *testing.T) {
+	oldT := template(container("app", "app:v1"))
+	newT := template(container("app", "app:v2"))
+	e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+	f.raceNextWrite = true
+	update(t, e, f, specFor(t, "r2", oldT, newT), UpdateOptions{})
+	expectWrites(t, f, 1, 1)
+	if got := imageOf(t, f.get("web-0"), "app"); got != "app:v2" {
+		t.Fatalf("app image = %s, want app:v2", got)
+	}
+}
+
+func TestEngine_CorruptState(t *testing.T) {
+	oldT := template(container("app", "app:v1"), container("sidecar", "proxy:v1"))
+	newT := template(container("app", "app:v2"), container("sidecar", "proxy:v2"))
+	pod := newPod(oldT.Spec.Containers...)
+	// Mid-update when the record was damaged: sidecar patched, app not.
+	pod.Spec.Containers[1].Image = "proxy:v2"
+	pod.Labels["controller-revision-hash"] = "r2"
+	pod.Annotations = map[string]string{v1alpha1.InPlaceUpdateStateAnnotation: `{"revision":`}
+	setCondition(pod, corev1.ConditionFalse, ConditionReasonUpdating, updatingMessage("r2"), epoch)
+	e, f, _ := newEngine(t, pod)
+
+	r := refresh(t, e, f)
+	if !errors.Is(r.CorruptState, ErrCorruptState) {
+		t.Fatalf("Refresh CorruptState = %v, want ErrCorruptState", r.CorruptState)
+	}
+	expectWrites(t, f, 0, 0)
+	if !IsUpdating(f.get("web-0")) {
+		t.Fatalf("a pod with a corrupt record must count as updating")
+	}
+
+	// The controller starts over from the template of the pod's revision.
+	res := update(t, e, f, SpecForTemplate(newT, "r2"), UpdateOptions{})
+	if !errors.Is(res.CorruptState, ErrCorruptState) {
+		t.Fatalf("Update CorruptState = %v, want ErrCorruptState", res.CorruptState)
+	}
+	expectWrites(t, f, 0, 1) // already out of service for r2
+	got := f.get("web-0")
+	if imageOf(t, got, "app") != "app:v1" || imageOf(t, got, "sidecar") != "proxy:v2" {
+		t.Fatalf("images after restart: app=%s sidecar=%s", imageOf(t, got, "app"), imageOf(t, got, "sidecar"))
+	}
+	// The sidecar was patched before the damage: it is awaited, not
+	// patched again, and app waits until it runs its new image.
+	expectPhase(t, refresh(t, e, f), PhaseUpdating)
+	expectWrites(t, f, 0, 1)
+	f.kubeletRestart("web-0", true, newImageID)
+	expectPhase(t, refresh(t, e, f), PhaseUpdating)
+	if got := imageOf(t, f.get("web-0"), "app"); got != "app:v2" {
+		t.Fatalf("app image = %s, want app:v2", got)
+	}
+	f.kubeletRestart("web-0", true, newImageID)
+	expectPhase(t, refresh(t, e, f), PhaseCompleted)
+	expectWrites(t, f, 1, 2)
+	if n := f.imagePatches(pod, "sidecar"); n != 0 {
+		t.Fatalf("sidecar image patched %d times during recovery, want 0", n)
+	}
+	if n := f.imagePatches(pod, "app"); n != 1 {
+		t.Fatalf("app image patched %d times, want 1", n)
+	}
+}
+
+func TestEngine_NewPodGetsConditionTrue(t *testing.T) {
+	pod := newPod(container("app", "app:v1"))
+	pod.Status.Conditions = pod.Status.Conditions[:1] // PodReady only
+	e, f, _ := newEngine(t, pod)
+
+	expectPhase(t, refresh(t, e, f), PhaseIdle)
+	expectWrites(t, f, 1, 0)
+	if c := conditionOf(t, f.get("web-0")); c.Status != corev1.ConditionTrue {
+		t.Fatalf("condition = %+v, want True", c)
+	}
+	refresh(t, e, f)
+	expectWrites(t, f, 1, 0)
+}
+
+func TestEngine_ForeignNotReadyIsLeftAlone(t *testing.T) {
+	oldT := template(container("app", "app:v1"))
+	newT := template(container("app", "app:v2"))
+	pod := newPod(oldT.Spec.Containers...)
+	// A lifecycle hook took the Pod out of service 30s ago.
+	setCondition(pod, corev1.ConditionFalse, "PreparingUpdate", "", epoch.Add(-30*time.Second))
+	e, f, _ := newEngine(t, pod)
+
+	expectPhase(t, refresh(t, e, f), PhaseIdle)
+	expectWrites(t, f, 0, 0)
+
+	// The Pod has drained for longer than the grace period: patch at once,
+	// and the engine takes the hold over so that it can release it.
+	res := update(t, e, f, specFor(t, "r2", oldT, newT), UpdateOptions{GracePeriodSeconds: 10})
+	if res.Delay != 0 {
+		t.Fatalf("Update delay = %v, want 0", res.Delay)
+	}
+	expectWrites(t, f, 1, 1)
+	if got := imageOf(t, f.get("web-0"), "app"); got != "app:v2" {
+		t.Fatalf("app image = %s, want app:v2", got)
+	}
+	f.kubeletRestart("web-0", true, newImageID)
+	expectPhase(t, refresh(t, e, f), PhaseCompleted)
+}
+
+func TestEngine_SupersedingUpdates(t *testing.T) {
+	t1 := template(container("app", "app:v1"), container("sidecar", "proxy:v1"))
+	t2 := template(container("app", "app:v2"), container("sidecar", "proxy:v2"))
+	opts := UpdateOptions{ContainerBatches: [][]string{{"sidecar"}, {"app"}}}
+
+	t.Run("rollback_drops_the_pending_batch", func(t *testing.T) {
+		e, f, _ := newEngine(t, newPod(t1.Spec.Containers...))
+		update(t, e, f, specFor(t, "r2", t1, t2), opts) // sidecar patched, app pending
+		update(t, e, f, specFor(t, "r1", t2, t1), opts)
+		pod := f.get("web-0")
+		if imageOf(t, pod, "sidecar") != "proxy:v1" || imageOf(t, pod, "app") != "app:v1" {
+			t.Fatalf("after rollback: sidecar=%s app=%s", imageOf(t, pod, "sidecar"), imageOf(t, pod, "app"))
+		}
+		state, _ := ParseState(pod)
+		if len(state.PendingBatches) != 0 {
+			t.Fatalf("pending batches after rollback: %v", state.PendingBatches)
+		}
+		f.kubeletRestart("web-0", true, newImageID)
+		expectPhase(t, refresh(t, e, f), PhaseCompleted)
+		if got := imageOf(t, f.get("web-0"), "app"); got != "app:v1" {
+			t.Fatalf("app image = %s, want app:v1", got)
+		}
+	})
+
+	t.Run("metadata_change_keeps_the_pending_batch", func(t *testing.T) {
+		e, f, _ := newEngine(t, newPod(t1.Spec.Containers...))
+		update(t, e, f, specFor(t, "r2", t1, t2), opts)
+		t3 := t2.DeepCopy()
+		t3.Labels["tier"] = "front"
+		update(t, e, f, specFor(t, "r3", t2, t3), opts)
+		if got := imageOf(t, f.get("web-0"), "app"); got != "app:v1" {
+			t.Fatalf("app patched while the sidecar restarts: %s", got)
+		}
+		f.kubeletRestart("web-0", true, newImageID)
+		refresh(t, e, f) // patches app
+		if got := imageOf(t, f.get("web-0"), "app"); got != "app:v2" {
+			t.Fatalf("pending app image lost: %s", got)
+		}
+		f.kubeletRestart("web-0", true, newImageID)
+		expectPhase(t, refresh(t, e, f), PhaseCompleted)
+	})
+}
+
+func TestEngine_Errors(t *testing.T) {
+	e, f, _ := newEngine(t, newPod(container("app", "app:v1")))
+	if res := e.Update(context.Background(), f.get("web-0"), &UpdateSpec{}, UpdateOptions{}); res.Err == nil {
+		t.Fatalf("Update without revision must fail")
+	}
+	spec := &UpdateSpec{Revision: "r2", ContainerImages: map[string]string{"missing": "x:1"}}
+	res := e.Update(context.Background(), f.get("web-0"), spec, UpdateOptions{})
+	var notInPlace *NotInPlaceError
+	if !errors.As(res.Err, &notInPlace) {
+		t.Fatalf("Update for a container the pod lacks = %v, want *NotInPlaceError", res.Err)
+	}
+	gone := f.get("web-0")
+	gone.Name = "web-9"
+	if res := e.Update(context.Background(), gone, &UpdateSpec{Revision: "r2"}, UpdateOptions{}); !apierrors.IsNotFound(res.Err) {
+		t.Fatalf("Update of a deleted pod = %v, want NotFound", res.Err)
+	}
+	expectWrites(t, f, 0, 0)
+}

@@ -1,0 +1,99 @@
+package inplace
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
+)
+
+// Phase says where a Pod stands after Refresh.
+type Phase string
+
+const (
+	// PhaseIdle: no in-place update in progress.
+	PhaseIdle Phase = "Idle"
+	// PhaseWaiting: the grace period runs; look again after Delay.
+	PhaseWaiting Phase = "Waiting"
+	// PhaseUpdating: containers are restarting, or this call patched the
+	// next batch. The Pod's own status changes trigger the next look.
+	PhaseUpdating Phase = "Updating"
+	// PhaseCompleted: this call finished the update and set
+	// InPlaceUpdateReady=True. Emit SuccessfulUpdatePodInPlace.
+	PhaseCompleted Phase = "Completed"
+)
+
+// RefreshResult is the outcome of Refresh.
+type RefreshResult struct {
+	Phase Phase
+	// Delay is when to look at the Pod again; zero means its events will do.
+	Delay time.Duration
+	// Pod is the Pod as last written, for resourceVersion expectations; nil
+	// when nothing was written.
+	Pod *corev1.Pod
+	// CorruptState is non-nil (wrapping ErrCorruptState) when the Pod's
+	// records are unreadable. Refresh then writes nothing; treat the Pod as
+	// needing a fresh Update (see SpecForTemplate) and emit an Event.
+	CorruptState error
+	Err          error
+}
+
+// Refresh advances the in-place update of pod by at most one write:
+//
+//   - grace period over: patch the waiting images and drop the grace record;
+//   - every patched container runs its new image and is ready: patch the
+//     next batch, or, when none is left, set InPlaceUpdateReady=True;
+//   - a new Pod without the condition: set it True.
+//
+// It decides from pod as given (usually the cache) and relies on the
+// resourceVersion to refuse a write based on a stale copy; on conflict it
+// reads the Pod fresh and decides again. Calling it twice is harmless.
+// The caller's pod is never modified.
+func (e *Engine) Refresh(ctx context.Context, pod *corev1.Pod) RefreshResult {
+	current := pod.DeepCopy()
+	stale := false
+	var res RefreshResult
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if stale {
+			fresh, err := e.client.GetFresh(ctx, pod.Namespace, pod.Name)
+			if err != nil {
+				return fmt.Errorf("get pod: %w", err)
+			}
+			current = fresh
+		}
+		stale = true
+		now := e.clock.Now()
+		plan := planRefresh(current, now)
+		res = RefreshResult{Phase: plan.phase, Delay: plan.delay, CorruptState: plan.corrupt, Pod: res.Pod}
+
+		switch plan.action {
+		case refreshNothing:
+			return nil
+		case refreshSetReady, refreshSetNotReady:
+			status := corev1.ConditionTrue
+			if plan.action == refreshSetNotReady {
+				status = corev1.ConditionFalse
+			}
+			setCondition(current, status, plan.reason, plan.message, now)
+			if err := e.client.UpdateStatus(ctx, current); err != nil {
+				return err
+			}
+		case refreshPatch:
+			setImages(current, plan.patch)
+			if err := writeRecords(current, plan.state, nil); err != nil {
+				return err
+			}
+			if err := e.client.Update(ctx, current); err != nil {
+				return err
+			}
+		}
+		res.Pod = current
+		return nil
+	})
+	if err != nil {
+		res.Err = fmt.Errorf("refresh in-place update of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return res
+}
