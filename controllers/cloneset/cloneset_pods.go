@@ -54,6 +54,9 @@ func (r *Reconciler) newPod(cs *stepwisev1.CloneSet, rev *appsv1.ControllerRevis
 		pod.Annotations[k] = v
 	}
 	pod.Labels[RevisionLabel] = rev.Name
+	if cs.Spec.Lifecycle != nil {
+		pod.Labels[stepwisev1.LifecycleStateLabel] = stepwisev1.LifecycleStateNormal
+	}
 	if !hasReadinessGate(pod) {
 		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: stepwisev1.InPlaceUpdateReady})
 	}

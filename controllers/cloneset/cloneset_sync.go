@@ -39,6 +39,10 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 		requeue.at(delay)
 	}
 
+	if err := r.syncLifecycle(ctx, round, key); err != nil {
+		return 0, err
+	}
+
 	input := r.planInput(cs, round)
 	p := plan.Calculate(input)
 	round.expectedUpdated = p.ExpectedUpdatedReplicas
@@ -123,10 +127,13 @@ func (r *Reconciler) planInput(cs *stepwisev1.CloneSet, round *syncRound) plan.I
 			Ready:             podReady(pod),
 			Available:         available,
 			Scheduled:         pod.Spec.NodeName != "",
-			Terminating:       pod.DeletionTimestamp != nil,
-			Updating:          inplace.IsUpdating(pod),
-			SpecifiedDelete:   toDelete[pod.Name] || pod.Labels[stepwisev1.SpecifiedDeleteLabel] == "true",
-			Labels:            pod.Labels,
+			// A Pod held by its preDelete hook is on its way out; one held
+			// by its inPlaceUpdate hook is as good as updating.
+			Terminating: pod.DeletionTimestamp != nil || lifecycleState(pod) == stepwisev1.LifecycleStatePreparingDelete,
+			Updating: inplace.IsUpdating(pod) ||
+				(lifecycleState(pod) == stepwisev1.LifecycleStatePreparingUpdate && hooked(pod, inPlaceUpdateHook(cs))),
+			SpecifiedDelete: toDelete[pod.Name] || pod.Labels[stepwisev1.SpecifiedDeleteLabel] == "true",
+			Labels:          pod.Labels,
 		})
 	}
 	return in
@@ -174,11 +181,19 @@ func (r *Reconciler) deletePods(ctx context.Context, round *syncRound, key types
 		if pod == nil {
 			continue
 		}
-		if err := r.deletePod(ctx, round, key, pod, stepwisev1.EventSuccessfulDelete, d.Reason); err != nil {
+		if err := r.deleteOrHold(ctx, round, key, pod, stepwisev1.EventSuccessfulDelete, d.Reason); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deleteOrHold deletes a Pod unless its preDelete hook holds it.
+func (r *Reconciler) deleteOrHold(ctx context.Context, round *syncRound, key types.NamespacedName, pod *corev1.Pod, reason, why string) error {
+	if hook := preDeleteHook(round.cs); hooked(pod, hook) {
+		return r.holdForHook(ctx, round, key, pod, hook, stepwisev1.LifecycleStatePreparingDelete)
+	}
+	return r.deletePod(ctx, round, key, pod, reason, why)
 }
 
 // deletePod deletes with a UID precondition: a Pod recreated under the same
@@ -207,7 +222,7 @@ func (r *Reconciler) movePod(ctx context.Context, round *syncRound, key types.Na
 	strategy := cs.Spec.UpdateStrategy.Type
 	if strategy == "" || strategy == stepwisev1.RecreateCloneSetUpdateStrategyType {
 		r.Metrics.PodsRecreated.WithLabelValues(cs.Namespace, cs.Name).Inc()
-		return 0, r.deletePod(ctx, round, key, pod, stepwisev1.EventSuccessfulUpdatePodReCreate, "recreating on revision "+target.Name)
+		return 0, r.deleteOrHold(ctx, round, key, pod, stepwisev1.EventSuccessfulUpdatePodReCreate, "recreating on revision "+target.Name)
 	}
 
 	spec, err := r.inPlaceSpec(pod, round.revs, target)
@@ -221,13 +236,23 @@ func (r *Reconciler) movePod(ctx context.Context, round *syncRound, key types.Na
 			return 0, nil
 		}
 		r.Metrics.PodsRecreated.WithLabelValues(cs.Namespace, cs.Name).Inc()
-		return 0, r.deletePod(ctx, round, key, pod, stepwisev1.EventSuccessfulUpdatePodReCreate,
+		return 0, r.deleteOrHold(ctx, round, key, pod, stepwisev1.EventSuccessfulUpdatePodReCreate,
 			fmt.Sprintf("recreating on revision %s: %s cannot change in place", target.Name, notInPlace.Field))
 	}
 	if err != nil {
 		return 0, err
 	}
 
+	if hook := inPlaceUpdateHook(cs); hook != nil {
+		if hooked(pod, hook) {
+			return 0, r.holdForHook(ctx, round, key, pod, hook, stepwisev1.LifecycleStatePreparingUpdate)
+		}
+		// The state label rides in the engine's single spec write.
+		if spec.Labels == nil {
+			spec.Labels = map[string]string{}
+		}
+		spec.Labels[stepwisev1.LifecycleStateLabel] = stepwisev1.LifecycleStateUpdating
+	}
 	res := r.engine.Update(ctx, pod, spec, r.inPlaceOptions(cs))
 	if res.Err != nil {
 		r.Metrics.InPlaceUpdatesFailed.WithLabelValues(cs.Namespace, cs.Name).Inc()
@@ -283,6 +308,15 @@ func (r *Reconciler) refreshPod(ctx context.Context, round *syncRound, key types
 		r.Metrics.InPlaceUpdatesSucceeded.WithLabelValues(cs.Namespace, cs.Name).Inc()
 		if !startedAt.IsZero() {
 			r.Metrics.InPlaceUpdateDuration.WithLabelValues(cs.Namespace, cs.Name).Observe(round.now.Sub(startedAt).Seconds())
+		}
+		if inPlaceUpdateHook(cs) != nil && lifecycleState(pod) == stepwisev1.LifecycleStateUpdating {
+			latest := pod
+			if res.Pod != nil {
+				latest = res.Pod
+			}
+			if err := r.setLifecycleState(ctx, key, latest, stepwisev1.LifecycleStateUpdated); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return res.Delay, nil

@@ -20,6 +20,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/cloneset"
+	"github.com/stepwise-dev/stepwise/controllers/rollout"
 )
 
 // NewScheme knows the built-in types and Stepwise's.
@@ -46,10 +47,11 @@ func NewClient(cfg *rest.Config) (client.Client, error) {
 // Manager is a running controller manager that can be stopped and started
 // again, to test what survives a restart.
 type Manager struct {
-	// Metrics is the CloneSet controller's metrics of this run, registered
-	// in a private registry so restarts don't collide.
-	Metrics  *cloneset.Metrics
-	Registry *prometheus.Registry
+	// Metrics are the controllers' metrics of this run, registered in a
+	// private registry so restarts don't collide.
+	Metrics        *cloneset.Metrics
+	RolloutMetrics *rollout.Metrics
+	Registry       *prometheus.Registry
 
 	cancel context.CancelFunc
 	done   chan error
@@ -75,8 +77,9 @@ func StartManager(ctx context.Context, cfg *rest.Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	m := &Manager{Metrics: cloneset.NewMetrics(), Registry: prometheus.NewRegistry(), done: make(chan error, 1)}
+	m := &Manager{Metrics: cloneset.NewMetrics(), RolloutMetrics: rollout.NewMetrics(), Registry: prometheus.NewRegistry(), done: make(chan error, 1)}
 	m.Registry.MustRegister(m.Metrics.Collectors()...)
+	m.Registry.MustRegister(m.RolloutMetrics.Collectors()...)
 	if err := (&cloneset.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -85,6 +88,15 @@ func StartManager(ctx context.Context, cfg *rest.Config) (*Manager, error) {
 		Metrics:   m.Metrics,
 	}).SetupWithManager(mgr, 4); err != nil {
 		return nil, fmt.Errorf("setting up CloneSet controller: %w", err)
+	}
+	if err := (&rollout.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    scheme,
+		Recorder:  mgr.GetEventRecorder("stepwise-rollout"),
+		Metrics:   m.RolloutMetrics,
+	}).SetupWithManager(mgr, 2); err != nil {
+		return nil, fmt.Errorf("setting up Rollout controller: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel

@@ -30,15 +30,17 @@ func newNamespace(t *testing.T) string {
 
 // newCloneSet is a small valid CloneSet with one container "app".
 func newCloneSet(namespace, name string, replicas int32) *stepwisev1.CloneSet {
+	// Separate maps: a test that adds template labels must not widen the selector.
+	selector := map[string]string{"app": name}
 	labels := map[string]string{"app": name}
 	return &stepwisev1.CloneSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: stepwisev1.CloneSetSpec{
 			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}},
 			},
 			UpdateStrategy: stepwisev1.CloneSetUpdateStrategy{Type: stepwisev1.InPlaceIfPossibleCloneSetUpdateStrategyType},
 		},
