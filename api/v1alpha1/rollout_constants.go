@@ -83,6 +83,24 @@ const (
 	ReasonPauseRequested = "PauseRequested"
 )
 
+// Reasons of the Ready, Reconciling and Stalled conditions when no step
+// decision could be taken; status.reason keeps the last decision's.
+const (
+	// ReasonWorkloadNotFound: the workload named in spec.workloadRef does
+	// not exist (yet); its creation triggers the next reconcile.
+	ReasonWorkloadNotFound = "WorkloadNotFound"
+	// ReasonWorkloadUnsupported: the workload cannot be driven (its CRD is
+	// not installed, or a StatefulSet uses the OnDelete strategy).
+	ReasonWorkloadUnsupported = "WorkloadUnsupported"
+	// ReasonInvalidSpec: the spec cannot be applied to the workload.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonReconcileFailed: a request to the API server failed; the
+	// reconcile is retried with backoff.
+	ReasonReconcileFailed = "ReconcileFailed"
+	// ReasonFieldManagerConflict is the reason of PartitionConflictCondition.
+	ReasonFieldManagerConflict = "FieldManagerConflict"
+)
+
 // Event reasons on a Rollout.
 const (
 	EventRolloutStarted           = "RolloutStarted"
@@ -103,6 +121,13 @@ const (
 	EventResumed                  = "Resumed"
 	EventRequestIgnored           = "RequestIgnored"
 	EventPartitionConflict        = "PartitionConflict"
+	// EventAnalysisPassed: every metric of a step's analysis passed.
+	EventAnalysisPassed = "AnalysisPassed"
+	// EventAnalysisFailed: a metric failed; the rollout aborts.
+	EventAnalysisFailed = "AnalysisFailed"
+	// EventMeasurementError: a query could not be run (network, auth,
+	// template, Secret); errors count towards consecutiveErrorLimit.
+	EventMeasurementError = "MeasurementError"
 )
 
 // Defaults applied in code, not by the CRD schema: a step's analysis

@@ -19,6 +19,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/cloneset"
+	"github.com/stepwise-dev/stepwise/controllers/rollout"
 )
 
 func main() {
@@ -35,6 +36,7 @@ func run() error {
 		leaderElect         bool
 		leaderElectionNS    string
 		cloneSetConcurrency int
+		rolloutConcurrency  int
 	)
 	// --kubeconfig is registered by controller-runtime's config package.
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
@@ -42,6 +44,7 @@ func run() error {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; the Pod's namespace when empty.")
 	flag.IntVar(&cloneSetConcurrency, "cloneset-concurrency", 4, "CloneSets reconciled in parallel.")
+	flag.IntVar(&rolloutConcurrency, "rollout-concurrency", 2, "Rollouts reconciled in parallel.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -89,6 +92,18 @@ func run() error {
 		Metrics:   cloneSetMetrics,
 	}).SetupWithManager(mgr, cloneSetConcurrency); err != nil {
 		return fmt.Errorf("setting up CloneSet controller: %w", err)
+	}
+
+	rolloutMetrics := rollout.NewMetrics()
+	ctrlmetrics.Registry.MustRegister(rolloutMetrics.Collectors()...)
+	if err := (&rollout.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder("stepwise-rollout"),
+		Metrics:   rolloutMetrics,
+	}).SetupWithManager(mgr, rolloutConcurrency); err != nil {
+		return fmt.Errorf("setting up Rollout controller: %w", err)
 	}
 
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -1,0 +1,26 @@
+// Package rollout reconciles Rollouts: it walks one workload (a Stepwise or
+// OpenKruise CloneSet, or a StatefulSet) through the partitions of
+// spec.steps, checking Prometheus between steps, and promotes or aborts by
+// itself.
+//
+// A reconcile has the same shape every time:
+//
+//  1. Get the Rollout; one deferred function summarizes the conditions and
+//     patches the status (optimistic lock, so a stale cached read can never
+//     write an old step back), then records Events and metrics.
+//  2. Observe the workload through its adapter (package workload).
+//  3. Gather the step decision's input (resolved steps, the status, the
+//     workload, the analysis verdict kept in status, the request annotations,
+//     the version policy) and let step.Decide, which is pure, decide.
+//  4. Act: apply the decided partition with server-side apply (field manager
+//     "stepwise-rollout"), looking for other writers of it only when the
+//     workload does not hold what was set; then run the analysis, at most one
+//     measurement per metric per reconcile, when due.
+//  5. Requeue at the earliest time-driven event (a pause ending, the next
+//     measurement, a progress deadline); everything else arrives by watch.
+//
+// Nothing is kept in memory besides the informer caches: the step, the
+// analysis tallies and the handled requests live in the Rollout's status, so
+// a restarted controller resumes the same step without redoing an analysis
+// that passed.
+package rollout

@@ -1,0 +1,367 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	appsv1 "k8s.io/api/apps/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+)
+
+// fieldManager owns the workload's partition and writes the Rollout's status.
+const fieldManager = workload.FieldManager
+
+// conflictRequeue is the retry after a status patch lost to a concurrent
+// change of the Rollout (an annotation written between our read and our
+// write). That change is watched too; this is only a safety net.
+const conflictRequeue = time.Second
+
+// Reconciler reconciles Rollouts.
+type Reconciler struct {
+	// Client reads from the cache and writes.
+	Client client.Client
+	// APIReader reads around the cache: Secrets (not cached by the manager)
+	// and the workload's managed fields (stripped from the cache).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Metrics   *Metrics
+	// Clock is injectable for tests; the real clock when nil.
+	Clock clock.PassiveClock
+	// ProviderFactory builds analysis providers; DefaultProviderFactory
+	// (pkg/analysis/prometheus) when nil.
+	ProviderFactory ProviderFactory
+
+	// cache reads workloads, including the unstructured OpenKruise
+	// CloneSet, which the manager's client would read live. Set by
+	// SetupWithManager; Client when unset.
+	cache client.Reader
+}
+
+// +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=clonesets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// SetupWithManager wires the reconciler. Rollouts are watched for spec and
+// annotation changes (requests), and the workloads they drive for any
+// change, mapped back through a field index; time-driven work (pauses,
+// measurements, deadlines) is requeued, nothing is polled. OpenKruise's
+// CloneSet is watched only when its CRD is installed at start.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.ProviderFactory == nil {
+		r.ProviderFactory = DefaultProviderFactory
+	}
+	r.cache = mgr.GetCache()
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, workloadIndex, indexWorkload); err != nil {
+		return fmt.Errorf("indexing Rollouts by workload: %w", err)
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("rollout").
+		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1alpha1.CloneSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.CloneSetGVK))).
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.StatefulSetGVK))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+
+	kruise := workload.KruiseCloneSetGVK
+	_, err := mgr.GetRESTMapper().RESTMapping(kruise.GroupKind(), kruise.Version)
+	switch {
+	case err == nil:
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(kruise)
+		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(kruise)))
+	case apimeta.IsNoMatchError(err):
+		mgr.GetLogger().Info("OpenKruise CloneSet CRD not installed: not watching apps.kruise.io CloneSets (restart the manager after installing it)")
+	default:
+		return fmt.Errorf("looking up %s: %w", kruise, err)
+	}
+	return b.Complete(r)
+}
+
+// round is one reconcile's observations and results, from fetch to status.
+type round struct {
+	ro  *v1alpha1.Rollout
+	now time.Time
+	// decision is the step decision; nil when none could be taken.
+	decision *step.Decision
+	// problem is why no decision could be taken, when it is not an error to retry.
+	problem *problem
+	// writers are the field managers other than ours found owning the
+	// partition this round; empty when none were, or none were looked for.
+	writers []string
+	// events to record after the decision's, once the status is written.
+	events []step.Event
+	// measured are this round's measurements, for the Prometheus metrics.
+	measured []measured
+	// rolloutStart is the canary revision's creation when this round ends
+	// the rollout (completed or aborted), for the duration metric.
+	rolloutStart time.Time
+}
+
+// problem is a condition that prevented a decision. A terminal one sets
+// Stalled: only a change of the Rollout or the workload can clear it.
+type problem struct {
+	reason, message string
+	terminal        bool
+}
+
+// stallError is returned by phases for a problem to report rather than retry.
+type stallError struct{ problem }
+
+func (e *stallError) Error() string { return e.message }
+
+func stall(reason, format string, args ...any) error {
+	return &stallError{problem{reason: reason, message: fmt.Sprintf(format, args...), terminal: true}}
+}
+
+// Reconcile takes one step decision for a Rollout and carries it out.
+//
+// The Rollout is read around the cache. Its status is the controller's only
+// memory, and the partition is applied before the status is written: a
+// decision taken from a cached copy that does not yet hold this
+// controller's last status write would re-apply an earlier step's
+// partition, moving Pods back, before its status patch failed on the
+// optimistic lock. One GET per reconcile buys decisions that never go back
+// in time; workloads are still read from the cache, where lagging behind
+// our own partition write only makes the gate wait.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	ro := &v1alpha1.Rollout{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, ro); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting Rollout: %w", err)
+	}
+	if !ro.DeletionTimestamp.IsZero() {
+		// No finalizer: the partition stays where it is, owned by our field
+		// manager until another writer takes it.
+		return ctrl.Result{}, nil
+	}
+
+	original := ro.DeepCopy()
+	rd := &round{ro: ro, now: r.Clock.Now()}
+	defer func() {
+		result, retErr = r.finish(ctx, original, rd, result, retErr)
+	}()
+
+	requeue, err := r.reconcileRollout(ctx, rd)
+	var se *stallError
+	if errors.As(err, &se) {
+		rd.problem = &se.problem
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: requeue}, err
+}
+
+// reconcileRollout observes the workload, decides, and acts: partition
+// first (the decision's main act), then the analysis.
+func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Duration, error) {
+	ro := rd.ro
+	wl, err := workload.New(ro.Spec.WorkloadRef, ro.Namespace, r.workloadClients())
+	if err != nil {
+		return 0, stall(v1alpha1.ReasonWorkloadUnsupported, "%v", err)
+	}
+	obs, err := wl.Observe(ctx)
+	switch {
+	case errors.Is(err, workload.ErrUnsupported):
+		return 0, stall(v1alpha1.ReasonWorkloadUnsupported, "%v", err)
+	case apierrors.IsNotFound(err):
+		// Not an error: its creation is watched and brings us back.
+		rd.problem = &problem{reason: v1alpha1.ReasonWorkloadNotFound,
+			message: fmt.Sprintf("%s %s not found in namespace %s", ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, ro.Namespace)}
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+
+	in, err := r.decisionInput(ctx, rd, wl, obs)
+	if err != nil {
+		return 0, err
+	}
+	d := step.Decide(in)
+	rd.decision = &d
+	canary := ro.Status.CanaryRevision
+	// A Rollout's first decision takes the partition over from whoever set
+	// it before the Rollout existed (a manifest, API defaulting): no conflict.
+	takeover := ro.Status.Phase == ""
+	fromStepStatus(&ro.Status, d.Status)
+	r.noteRolloutEnd(ctx, rd, wl, obs, canary)
+
+	if err := r.syncPartition(ctx, rd, wl, obs, d.Partition, takeover); err != nil {
+		return 0, err
+	}
+	gvk, _ := workloadGVK(ro.Spec.WorkloadRef)
+	if e := setPartitionConflict(ro, rd, ro.Spec.WorkloadRef.Kind, workload.PartitionPath(gvk)); e != nil {
+		rd.events = append(rd.events, *e)
+	}
+	analysisRequeue, err := r.runAnalysis(ctx, rd, wl, obs)
+	if err != nil {
+		return 0, err
+	}
+	return earliest(d.RequeueAfter, analysisRequeue), nil
+}
+
+// finish writes the status once per reconcile, and only when it changed;
+// observedGeneration and lastHandledReconcileAt move only when the
+// reconcile succeeded. Events and metrics are recorded once the status is
+// written, so a reconcile that lost a conflict does not report twice what
+// its retry will report again.
+func (r *Reconciler) finish(ctx context.Context, original *v1alpha1.Rollout, rd *round, result ctrl.Result, reconcileErr error) (ctrl.Result, error) {
+	if ctx.Err() != nil {
+		// The manager is stopping: nothing can be written, and the next
+		// leader decides again from the status as it stands.
+		return ctrl.Result{}, nil
+	}
+	ro := rd.ro
+	setConditions(ro, rd, reconcileErr)
+	if reconcileErr == nil {
+		ro.Status.ObservedGeneration = ro.Generation
+		if token, ok := meta.ReconcileAnnotationValue(ro.Annotations); ok {
+			ro.Status.SetLastHandledReconcileRequest(token)
+		}
+	}
+	if !apiequality.Semantic.DeepEqual(original.Status, ro.Status) {
+		if err := r.patchStatus(ctx, original, ro); err != nil {
+			switch {
+			case apierrors.IsNotFound(err):
+				return ctrl.Result{}, nil
+			case apierrors.IsConflict(err) && reconcileErr == nil:
+				log.FromContext(ctx).V(1).Info("Rollout changed since it was read; deciding again", "error", err.Error())
+				return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+			}
+			return result, errors.Join(reconcileErr, err)
+		}
+	}
+	r.record(original, rd)
+	return result, reconcileErr
+}
+
+// record emits the round's Events and updates the Prometheus metrics.
+func (r *Reconciler) record(original *v1alpha1.Rollout, rd *round) {
+	ro := rd.ro
+	if rd.decision != nil {
+		for _, e := range rd.decision.Events {
+			r.event(ro, e)
+		}
+	}
+	for _, e := range rd.events {
+		r.event(ro, e)
+	}
+	if r.Metrics == nil {
+		return
+	}
+	r.Metrics.setState(ro.Namespace, ro.Name, ro.Status.Phase, ro.Status.CurrentStepIndex)
+	for _, m := range rd.measured {
+		r.Metrics.measured(ro.Namespace, ro.Name, m.metric, string(m.m.Phase), m.m.Value)
+	}
+	if rd.decision == nil {
+		return
+	}
+	outcome := stepOutcome(rd.decision.Events)
+	before, after := original.Status.CurrentStepIndex, ro.Status.CurrentStepIndex
+	if outcome != "" && before != nil && original.Status.StepStartedAt != nil && (after == nil || *after != *before || outcome == "restarted") {
+		r.Metrics.stepEnded(ro.Namespace, ro.Name, outcome, rd.now.Sub(original.Status.StepStartedAt.Time))
+	}
+	if !rd.rolloutStart.IsZero() {
+		r.Metrics.rolloutEnded(ro.Namespace, ro.Name, outcome, rd.now.Sub(rd.rolloutStart))
+	}
+}
+
+// stepOutcome names how the step in progress ended, from the decision's
+// Events; "" when it did not.
+func stepOutcome(evs []step.Event) string {
+	for _, e := range evs {
+		switch e.Reason {
+		case v1alpha1.EventRolloutAborted:
+			return "aborted"
+		case v1alpha1.EventRolloutCompleted:
+			return "completed"
+		case v1alpha1.EventRolloutRestarted:
+			return "restarted"
+		case v1alpha1.EventRollingBack, v1alpha1.EventDowngrading:
+			return "fastpath"
+		}
+	}
+	for _, e := range evs {
+		if e.Reason == v1alpha1.EventStepAdvanced {
+			return "advanced"
+		}
+	}
+	return ""
+}
+
+// noteRolloutEnd reads when the canary revision appeared, when this
+// decision completes or aborts its rollout; only for the duration metric,
+// so a failed read is logged, not returned.
+func (r *Reconciler) noteRolloutEnd(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, canary string) {
+	if r.Metrics == nil || canary == "" {
+		return
+	}
+	switch stepOutcome(rd.decision.Events) {
+	case "completed", "aborted":
+	default:
+		return
+	}
+	rev, err := wl.Revision(ctx, obs, canary)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("reading canary revision for the rollout duration", "revision", canary, "error", err.Error())
+		return
+	}
+	rd.rolloutStart = rev.Created
+}
+
+func (r *Reconciler) event(ro *v1alpha1.Rollout, e step.Event) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(ro, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
+}
+
+func (r *Reconciler) workloadClients() workload.Clients {
+	reader := r.cache
+	if reader == nil {
+		reader = r.Client
+	}
+	return workload.Clients{Reader: reader, Writer: r.Client, APIReader: r.APIReader}
+}
+
+// earliest is the sooner of two requeues, 0 meaning none.
+func earliest(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}

@@ -1,0 +1,74 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+)
+
+func TestImageTag(t *testing.T) {
+	for image, want := range map[string]string{
+		"web:1.2.3":                          "1.2.3",
+		"registry.example.com/web:v2.0.0":    "v2.0.0",
+		"registry.example.com:5000/web:1.0":  "1.0",
+		"registry.example.com:5000/web":      "",
+		"web":                                "",
+		"web:1.2.3@sha256:0123456789abcdef":  "1.2.3",
+		"web@sha256:0123456789abcdef":        "",
+		"ghcr.io/org/team/web:1.2.3-rc.1":    "1.2.3-rc.1",
+		"localhost:5000/org/web:2026.01.02":  "2026.01.02",
+		"registry.example.com/web:latest":    "latest",
+		"registry.example.com/web:":          "",
+		"registry.example.com:5000/web:sha1": "sha1",
+	} {
+		if got := imageTag(image); got != want {
+			t.Errorf("imageTag(%q) = %q, want %q", image, got, want)
+		}
+	}
+}
+
+func TestCheckVersion(t *testing.T) {
+	policy := func(constraint string) *v1alpha1.VersionPolicy {
+		return &v1alpha1.VersionPolicy{Container: "app", Constraint: constraint}
+	}
+	app := func(tag string) map[string]string {
+		return map[string]string{"app": "registry.example.com/web:" + tag, "sidecar": "proxy:9.9.9"}
+	}
+	tests := []struct {
+		name          string
+		policy        *v1alpha1.VersionPolicy
+		update        map[string]string
+		stable        map[string]string
+		wantViolation string // substring; "" for none
+		wantDowngrade bool
+	}{
+		{name: "no policy checks nothing", policy: nil, update: app("garbage")},
+		{name: "inside the constraint", policy: policy(">=1.0.0 <2.0.0"), update: app("1.5.0"), stable: app("1.0.0")},
+		{name: "outside the constraint", policy: policy(">=1.0.0 <2.0.0"), update: app("2.0.0"), stable: app("1.0.0"),
+			wantViolation: `container "app" runs version 2.0.0, outside constraint ">=1.0.0 <2.0.0"`},
+		{name: "a v prefix is a version", policy: policy(">=1.0.0"), update: app("v1.2.0"), stable: app("v1.1.0")},
+		{name: "a tag that is not a version", policy: policy(""), update: app("latest"), wantViolation: `tag "latest" of image "registry.example.com/web:latest" is not a semantic version`},
+		{name: "no tag", policy: policy(""), update: map[string]string{"app": "web"}, wantViolation: "has no tag"},
+		{name: "the container is missing", policy: policy(""), update: map[string]string{"other": "x:1.0.0"}, wantViolation: `has no container "app"`},
+		{name: "a constraint that does not parse", policy: policy(">>>1"), update: app("1.0.0"), wantViolation: `constraint ">>>1" does not parse`},
+		{name: "a downgrade", policy: policy(""), update: app("1.2.0"), stable: app("1.5.0"), wantDowngrade: true},
+		{name: "a downgrade inside the constraint", policy: policy(">=1.0.0"), update: app("1.2.0"), stable: app("1.5.0"), wantDowngrade: true},
+		{name: "an upgrade", policy: policy(""), update: app("1.6.0"), stable: app("1.5.0")},
+		{name: "a prerelease is below its release", policy: policy(""), update: app("1.5.0-rc.1"), stable: app("1.5.0"), wantDowngrade: true},
+		{name: "unknown stable images detect no downgrade", policy: policy(""), update: app("1.2.0"), stable: nil},
+		{name: "a stable tag that is not a version detects no downgrade", policy: policy(""), update: app("1.2.0"), stable: app("latest")},
+		{name: "a violation wins over a downgrade", policy: policy(">=1.3.0"), update: app("1.2.0"), stable: app("1.5.0"), wantViolation: "outside constraint"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := checkVersion(tt.policy, "web-2", tt.update, tt.stable)
+			if tt.wantViolation == "" && got.Violation != "" || !strings.Contains(got.Violation, tt.wantViolation) {
+				t.Errorf("violation = %q, want %q", got.Violation, tt.wantViolation)
+			}
+			if got.Downgrade != tt.wantDowngrade {
+				t.Errorf("downgrade = %v, want %v", got.Downgrade, tt.wantDowngrade)
+			}
+		})
+	}
+}

@@ -1,0 +1,169 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+)
+
+// workloadIndex indexes Rollouts by the workload they drive, as
+// "<group>/<kind>/<name>": the group tells Stepwise's CloneSet from
+// OpenKruise's.
+const workloadIndex = "spec.workloadRef"
+
+func indexWorkload(obj client.Object) []string {
+	ro, ok := obj.(*v1alpha1.Rollout)
+	if !ok {
+		return nil
+	}
+	gvk, err := workloadGVK(ro.Spec.WorkloadRef)
+	if err != nil {
+		return nil
+	}
+	return []string{workloadKey(gvk, ro.Spec.WorkloadRef.Name)}
+}
+
+func workloadKey(gvk schema.GroupVersionKind, name string) string {
+	return gvk.Group + "/" + gvk.Kind + "/" + name
+}
+
+func workloadGVK(ref v1alpha1.WorkloadReference) (schema.GroupVersionKind, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("workloadRef.apiVersion %q: %w", ref.APIVersion, err)
+	}
+	return gv.WithKind(ref.Kind), nil
+}
+
+// rolloutsOf maps a workload event to the Rollouts in its namespace that
+// drive it.
+func (r *Reconciler) rolloutsOf(gvk schema.GroupVersionKind) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var list v1alpha1.RolloutList
+		if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+			client.MatchingFields{workloadIndex: workloadKey(gvk, obj.GetName())}); err != nil {
+			log.FromContext(ctx).Error(err, "listing Rollouts of a workload", "kind", gvk.Kind, "name", obj.GetName())
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+		}
+		return reqs
+	}
+}
+
+// decisionInput gathers what step.Decide reads.
+func (r *Reconciler) decisionInput(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation) (step.Input, error) {
+	ro := rd.ro
+	steps, err := step.ResolveSteps(&ro.Spec, obs.Replicas)
+	if err != nil {
+		return step.Input{}, stall(v1alpha1.ReasonInvalidSpec, "%v", err)
+	}
+	partition, err := obs.PartitionPods()
+	if err != nil {
+		// A value no step can have: the gate waits, and the partition is
+		// applied again below.
+		log.FromContext(ctx).Info("workload partition unreadable", "error", err.Error())
+		partition = -1
+	}
+	var deadline time.Duration
+	if ro.Spec.ProgressDeadlineSeconds != nil {
+		deadline = time.Duration(*ro.Spec.ProgressDeadlineSeconds) * time.Second
+	}
+	in := step.Input{
+		Now:              rd.now,
+		Steps:            steps,
+		Paused:           ro.Spec.Paused,
+		ProgressDeadline: deadline,
+		Status:           toStepStatus(&ro.Status),
+		Workload: step.Workload{
+			ObservedGenerationCurrent: obs.ObservedGenerationCurrent(),
+			Replicas:                  obs.Replicas,
+			UpdatedReadyReplicas:      obs.UpdatedReadyReplicas,
+			UpdateRevision:            obs.UpdateRevision,
+			CurrentRevision:           obs.CurrentRevision,
+			Partition:                 partition,
+		},
+		Analysis: verdictOf(&ro.Status),
+		Requests: step.RequestsFromAnnotations(ro.Annotations),
+	}
+	vc, err := r.versions(ctx, ro, wl, obs)
+	if err != nil {
+		return step.Input{}, err
+	}
+	in.VersionViolation, in.Downgrade = vc.Violation, vc.Downgrade
+	return in, nil
+}
+
+// versions applies spec.versionPolicy to the update revision. It reads
+// revisions only while the update revision differs from the stable one.
+func (r *Reconciler) versions(ctx context.Context, ro *v1alpha1.Rollout, wl workload.Workload, obs workload.Observation) (versionCheck, error) {
+	policy := ro.Spec.VersionPolicy
+	if policy == nil || obs.UpdateRevision == "" {
+		return versionCheck{}, nil
+	}
+	// The stable revision a new Rollout adopts, as step.Decide adopts it.
+	stable := ro.Status.StableRevision
+	if stable == "" {
+		stable = obs.CurrentRevision
+	}
+	if stable == "" || stable == obs.UpdateRevision {
+		return versionCheck{}, nil
+	}
+	update, err := wl.Revision(ctx, obs, obs.UpdateRevision)
+	if err != nil {
+		return versionCheck{}, err
+	}
+	if !update.Found {
+		// The workload reported a revision it has not stored yet; its
+		// ControllerRevision's creation is not watched, so retry.
+		return versionCheck{}, fmt.Errorf("reading the images of update revision %s: not found yet", obs.UpdateRevision)
+	}
+	stableRev, err := wl.Revision(ctx, obs, stable)
+	if err != nil {
+		return versionCheck{}, err
+	}
+	var stableImages map[string]string
+	if stableRev.Found {
+		stableImages = stableRev.Images
+	}
+	return checkVersion(policy, obs.UpdateRevision, update.Images, stableImages), nil
+}
+
+// syncPartition applies the decided partition when the workload does not
+// hold it. Before re-applying over a value that is set, it reads who owns
+// the field: when the cache only lags behind our own write that is us
+// alone, and otherwise another writer (a GitOps tool applying a manifest
+// that sets the partition) to report in PartitionConflict. The check costs
+// a request, so it runs only then, not every reconcile, and not on a
+// takeover (the Rollout's first decision).
+func (r *Reconciler) syncPartition(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, desired intstr.IntOrString, takeover bool) error {
+	if obs.Holds(desired) {
+		return nil
+	}
+	if obs.Partition != nil && !takeover {
+		writers, err := wl.PartitionManagers(ctx)
+		if err != nil {
+			return err
+		}
+		rd.writers = writers
+	}
+	if err := wl.SetPartition(ctx, obs, desired); err != nil {
+		return err
+	}
+	log.FromContext(ctx).V(1).Info("partition applied", "partition", desired.String(), "others", rd.writers)
+	return nil
+}

@@ -1,0 +1,568 @@
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+	"github.com/stepwise-dev/stepwise/pkg/analysis"
+)
+
+const (
+	timeout = 20 * time.Second
+	poll    = 100 * time.Millisecond
+	// promAddress is the address Rollouts name; the injected provider
+	// factory sends it to the fake Prometheus.
+	promAddress = "http://prometheus.monitoring:9090"
+)
+
+// controllerManager is one test's running Rollout controller.
+type controllerManager struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// startController runs the Rollout reconciler alone, its cache limited to
+// namespace ns, until the test ends or stop is called.
+func startController(t *testing.T, ns string) *controllerManager {
+	t.Helper()
+	skip := true
+	mgr, err := ctrl.NewManager(env.cfg, ctrl.Options{
+		Scheme:  env.scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{ns: {}},
+			DefaultTransform:  cache.TransformStripManagedFields(),
+		},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		// Every test registers a controller named "rollout".
+		Controller: config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	r := &rollout.Reconciler{
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		Scheme:          env.scheme,
+		Recorder:        mgr.GetEventRecorder("stepwise-rollout"),
+		Metrics:         rollout.NewMetrics(),
+		ProviderFactory: fakeProviderFactory,
+	}
+	if err := r.SetupWithManager(mgr, 2); err != nil {
+		t.Fatalf("setting up Rollout controller: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &controllerManager{cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		m.stop()
+		t.Fatal("manager caches did not sync")
+	}
+	t.Cleanup(m.stop)
+	return m
+}
+
+// stop ends the controller and waits for it. Safe to call more than once.
+func (m *controllerManager) stop() {
+	m.once.Do(func() {
+		m.cancel()
+		<-m.done
+	})
+}
+
+// fakeProviderFactory keeps the real Prometheus client and only points the
+// address Rollouts use in tests at the fake server; any other address (an
+// unreachable one) is used as is.
+func fakeProviderFactory(m stepwisev1.PrometheusMetric, token string) (analysis.Provider, error) {
+	if m.Address == promAddress {
+		m.Address = env.prom.srv.URL
+	}
+	return rollout.DefaultProviderFactory(m, token)
+}
+
+// unreachableAddress is a local address nothing listens on.
+func unreachableAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return (&url.URL{Scheme: "http", Host: addr}).String()
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rollout-"}}
+	if err := env.client.Create(testContext(t), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// --- workloads ---
+
+func image(version string) string { return "registry.example.com/web:" + version }
+
+// revisionOf names a template's revision after its image tag, so tests read
+// as git history: web-1-0-0, web-2-0-0.
+func revisionOf(name string, spec corev1.PodSpec) string {
+	tag := spec.Containers[0].Image[strings.LastIndex(spec.Containers[0].Image, ":")+1:]
+	return name + "-" + strings.ReplaceAll(tag, ".", "-")
+}
+
+func newCloneSet(ns, name string, replicas int32, version string) *stepwisev1.CloneSet {
+	labels := map[string]string{"app": name}
+	return &stepwisev1.CloneSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: stepwisev1.CloneSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image(version)}}},
+			},
+		},
+	}
+}
+
+func createCloneSet(t *testing.T, cs *stepwisev1.CloneSet) {
+	t.Helper()
+	if err := env.client.Create(testContext(t), cs); err != nil {
+		t.Fatalf("creating CloneSet: %v", err)
+	}
+}
+
+// commit changes the CloneSet's image as a git commit applied by a GitOps
+// tool would: a merge patch of the template only.
+func commit(t *testing.T, ns, name, version string) {
+	t.Helper()
+	cs := &stepwisev1.CloneSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	body := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":%q}]}}}}`, image(version))
+	if err := env.client.Patch(testContext(t), cs, client.RawPatch(types.MergePatchType, []byte(body)), client.FieldOwner("git")); err != nil {
+		t.Fatalf("committing %s: %v", version, err)
+	}
+}
+
+func getCloneSet(t *testing.T, ns, name string) *stepwisev1.CloneSet {
+	t.Helper()
+	cs := &stepwisev1.CloneSet{}
+	if err := env.client.Get(testContext(t), types.NamespacedName{Namespace: ns, Name: name}, cs); err != nil {
+		t.Fatalf("getting CloneSet: %v", err)
+	}
+	return cs
+}
+
+// reportCloneSet writes the CloneSet's status as its controller would:
+// observedGeneration current, and what f sets.
+func reportCloneSet(t *testing.T, ns, name string, f func(cs *stepwisev1.CloneSet)) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func() error {
+		cs := getCloneSet(t, ns, name)
+		cs.Status.ObservedGeneration = cs.Generation
+		cs.Status.Replicas = *cs.Spec.Replicas
+		f(cs)
+		return env.client.Status().Update(testContext(t), cs)
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+}
+
+// autopilot plays the CloneSet controller until the test ends: the update
+// revision follows the template (a ControllerRevision is stored for it),
+// Pods outside the partition are updated and ready at once, and the current
+// revision moves when every Pod is updated.
+func autopilot(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := testContext(t)
+	var mu sync.Mutex
+	var lastErr error
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if err := autopilotOnce(ctx, ns, name); err != nil && ctx.Err() == nil && !apierrors.IsConflict(err) {
+				mu.Lock()
+				lastErr = err
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if lastErr != nil {
+			t.Logf("autopilot: last error: %v", lastErr)
+		}
+	})
+}
+
+func autopilotOnce(ctx context.Context, ns, name string) error {
+	cs := &stepwisev1.CloneSet{}
+	if err := env.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cs); err != nil {
+		return err
+	}
+	rev := revisionOf(name, cs.Spec.Template.Spec)
+	if err := storeRevision(ctx, cs, rev); err != nil {
+		return err
+	}
+	replicas := *cs.Spec.Replicas
+	st := cs.Status
+	if st.CurrentRevision == "" {
+		st.CurrentRevision = rev
+	}
+	st.UpdateRevision = rev
+	var partition int32
+	if p := cs.Spec.UpdateStrategy.Partition; p != nil {
+		var err error
+		if partition, err = step.ResolvePartition(*p, replicas); err != nil {
+			return err
+		}
+	}
+	updated := replicas - partition
+	if rev == st.CurrentRevision {
+		updated = replicas
+	}
+	if updated == replicas {
+		st.CurrentRevision = rev
+	}
+	st.ObservedGeneration = cs.Generation
+	st.Replicas, st.ReadyReplicas, st.AvailableReplicas = replicas, replicas, replicas
+	st.UpdatedReplicas, st.UpdatedReadyReplicas, st.UpdatedAvailableReplicas = updated, updated, updated
+	if apiequalityStatus(cs.Status, st) {
+		return nil
+	}
+	cs.Status = st
+	return env.client.Status().Update(ctx, cs)
+}
+
+func apiequalityStatus(a, b stepwisev1.CloneSetStatus) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// storeRevision creates the ControllerRevision of a template, as the
+// CloneSet controller stores it (the template itself).
+func storeRevision(ctx context.Context, cs *stepwisev1.CloneSet, rev string) error {
+	data, err := json.Marshal(cs.Spec.Template)
+	if err != nil {
+		return err
+	}
+	cr := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cs.Namespace, Name: rev, Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: rev}},
+		Data:       runtime.RawExtension{Raw: data},
+		Revision:   1,
+	}
+	if err := env.client.Create(ctx, cr); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// partitionOf reads a CloneSet's partition ("" when unset).
+func partitionOf(t *testing.T, ns, name string) string {
+	p := getCloneSet(t, ns, name).Spec.UpdateStrategy.Partition
+	if p == nil {
+		return ""
+	}
+	return p.String()
+}
+
+// managersOfPartition lists the field managers owning an object's field at path.
+func managersOfPartition(obj client.Object, path ...string) []string {
+	var out []string
+	for _, e := range obj.GetManagedFields() {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		node, ok := fields, true
+		for i, p := range path {
+			child, found := node["f:"+p]
+			if !found {
+				ok = false
+				break
+			}
+			if i < len(path)-1 {
+				if node, ok = child.(map[string]any); !ok {
+					break
+				}
+			}
+		}
+		if ok {
+			out = append(out, e.Manager)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// --- rollouts ---
+
+type stepOpt func(*stepwisev1.RolloutStep)
+
+func pauseFor(d time.Duration) stepOpt {
+	return func(s *stepwisev1.RolloutStep) {
+		s.Pause = &stepwisev1.StepPause{Duration: &metav1.Duration{Duration: d}}
+	}
+}
+
+func pauseForPromote() stepOpt {
+	return func(s *stepwisev1.RolloutStep) { s.Pause = &stepwisev1.StepPause{} }
+}
+
+func skipAnalysis() stepOpt {
+	return func(s *stepwisev1.RolloutStep) { s.Analysis = &stepwisev1.StepAnalysis{Skip: true} }
+}
+
+func stepAt(partition intstr.IntOrString, opts ...stepOpt) stepwisev1.RolloutStep {
+	s := stepwisev1.RolloutStep{Partition: partition}
+	for _, o := range opts {
+		o(&s)
+	}
+	return s
+}
+
+func pct(p string) intstr.IntOrString { return intstr.FromString(p) }
+func num(n int32) intstr.IntOrString  { return intstr.FromInt32(n) }
+
+// errorRate is the analysis the tests use: one query an interval apart,
+// passing under 0.01.
+func errorRate(count int32) *stepwisev1.AnalysisSpec {
+	return &stepwisev1.AnalysisSpec{
+		Interval: &metav1.Duration{Duration: time.Second},
+		Count:    &count,
+		Metrics: []stepwisev1.Metric{{
+			Name: "error-rate",
+			Prometheus: &stepwisev1.PrometheusMetric{
+				Address: promAddress,
+				Query:   `sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}",code=~"5.."}[1m]))`,
+			},
+			ThresholdRange: stepwisev1.ThresholdRange{Max: "0.01"},
+		}},
+	}
+}
+
+func newRollout(ns, name string, ref stepwisev1.WorkloadReference, steps ...stepwisev1.RolloutStep) *stepwisev1.Rollout {
+	return &stepwisev1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       stepwisev1.RolloutSpec{WorkloadRef: ref, Steps: steps},
+	}
+}
+
+func cloneSetRef(name string) stepwisev1.WorkloadReference {
+	return stepwisev1.WorkloadReference{APIVersion: "stepwise.dev/v1alpha1", Kind: "CloneSet", Name: name}
+}
+
+func createRollout(t *testing.T, ro *stepwisev1.Rollout) {
+	t.Helper()
+	if err := env.client.Create(testContext(t), ro); err != nil {
+		t.Fatalf("creating Rollout: %v", err)
+	}
+}
+
+func getRollout(t *testing.T, ns, name string) *stepwisev1.Rollout {
+	t.Helper()
+	ro := &stepwisev1.Rollout{}
+	if err := env.client.Get(testContext(t), types.NamespacedName{Namespace: ns, Name: name}, ro); err != nil {
+		t.Fatalf("getting Rollout: %v", err)
+	}
+	return ro
+}
+
+// updateRollout changes a Rollout, retrying on conflicts.
+func updateRollout(t *testing.T, ns, name string, f func(*stepwisev1.Rollout)) {
+	t.Helper()
+	NewWithT(t).Eventually(func() error {
+		ro := getRollout(t, ns, name)
+		f(ro)
+		return env.client.Update(testContext(t), ro)
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+}
+
+// annotate writes a request annotation with a fresh token, as the kubectl
+// plugin does, and returns the token.
+func annotate(t *testing.T, ns, name, key string) string {
+	t.Helper()
+	token := time.Now().UTC().Format(time.RFC3339Nano)
+	updateRollout(t, ns, name, func(ro *stepwisev1.Rollout) {
+		if ro.Annotations == nil {
+			ro.Annotations = map[string]string{}
+		}
+		ro.Annotations[key] = token
+	})
+	return token
+}
+
+// eventually waits until check passes on the Rollout.
+func eventually(t *testing.T, ns, name string, check func(g Gomega, ro *stepwisev1.Rollout)) *stepwisev1.Rollout {
+	t.Helper()
+	var last *stepwisev1.Rollout
+	NewWithT(t).Eventually(func(g Gomega) {
+		last = getRollout(t, ns, name)
+		check(g, last)
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed(), func() string { return describe(last) })
+	return last
+}
+
+// consistently checks the Rollout for d.
+func consistently(t *testing.T, ns, name string, d time.Duration, check func(g Gomega, ro *stepwisev1.Rollout)) {
+	t.Helper()
+	var last *stepwisev1.Rollout
+	NewWithT(t).Consistently(func(g Gomega) {
+		last = getRollout(t, ns, name)
+		check(g, last)
+	}).WithTimeout(d).WithPolling(poll).Should(Succeed(), func() string { return describe(last) })
+}
+
+func describe(ro *stepwisev1.Rollout) string {
+	if ro == nil {
+		return "no Rollout read"
+	}
+	b, _ := json.MarshalIndent(ro.Status, "", "  ")
+	return "Rollout status:\n" + string(b)
+}
+
+func stepIs(g Gomega, ro *stepwisev1.Rollout, i int32) {
+	g.Expect(ro.Status.CurrentStepIndex).NotTo(BeNil(), "no step in progress")
+	g.Expect(*ro.Status.CurrentStepIndex).To(Equal(i))
+}
+
+func condition(ro *stepwisev1.Rollout, typ string) *metav1.Condition {
+	return apimeta.FindStatusCondition(ro.Status.Conditions, typ)
+}
+
+// kstatusHealthy: Ready=True, no Reconciling, no Stalled, generation observed.
+func kstatusHealthy(g Gomega, ro *stepwisev1.Rollout) {
+	g.Expect(ro.Status.ObservedGeneration).To(Equal(ro.Generation))
+	g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutHealthy))
+	g.Expect(apimeta.IsStatusConditionTrue(ro.Status.Conditions, meta.ReadyCondition)).To(BeTrue(), "Ready")
+	g.Expect(condition(ro, meta.ReconcilingCondition)).To(BeNil(), "Reconciling")
+	g.Expect(condition(ro, meta.StalledCondition)).To(BeNil(), "Stalled")
+}
+
+// kstatusProgressing: Ready=False, Reconciling=True, no Stalled.
+func kstatusProgressing(g Gomega, ro *stepwisev1.Rollout) {
+	g.Expect(ro.Status.ObservedGeneration).To(Equal(ro.Generation))
+	g.Expect(apimeta.IsStatusConditionFalse(ro.Status.Conditions, meta.ReadyCondition)).To(BeTrue(), "Ready=False")
+	g.Expect(apimeta.IsStatusConditionTrue(ro.Status.Conditions, meta.ReconcilingCondition)).To(BeTrue(), "Reconciling=True")
+	g.Expect(condition(ro, meta.StalledCondition)).To(BeNil(), "Stalled")
+}
+
+// kstatusStalled: Ready=False, Stalled=True, no Reconciling.
+func kstatusStalled(g Gomega, ro *stepwisev1.Rollout) {
+	g.Expect(ro.Status.ObservedGeneration).To(Equal(ro.Generation))
+	g.Expect(apimeta.IsStatusConditionFalse(ro.Status.Conditions, meta.ReadyCondition)).To(BeTrue(), "Ready=False")
+	g.Expect(apimeta.IsStatusConditionTrue(ro.Status.Conditions, meta.StalledCondition)).To(BeTrue(), "Stalled=True")
+	g.Expect(condition(ro, meta.ReconcilingCondition)).To(BeNil(), "Reconciling")
+}
+
+// events lists the Events recorded on a Rollout with reason.
+func events(t *testing.T, ns, name, reason string) []eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := env.client.List(testContext(t), &list, client.InNamespace(ns)); err != nil {
+		t.Fatalf("listing Events: %v", err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Rollout" && e.Regarding.Name == name && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitForEvent waits for an Event with reason whose note contains every part.
+func waitForEvent(t *testing.T, ns, name, reason string, parts ...string) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	NewWithT(t).Eventually(func() error {
+		for _, e := range events(t, ns, name, reason) {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(e.Note, p)
+			}
+			if ok {
+				found = e
+				return nil
+			}
+		}
+		return errors.New("no " + reason + " Event with " + strings.Join(parts, ", "))
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	return found
+}
+
+// measurementsOf counts a Rollout's stored measurements by step.
+func measurementsOf(ro *stepwisev1.Rollout) map[int32]int {
+	out := map[int32]int{}
+	for _, m := range ro.Status.Measurements {
+		out[m.Step]++
+	}
+	return out
+}
+
+// occurrences counts the times Events were recorded: the events API folds
+// repeats of an Event into one object with a series count.
+func occurrences(evs []eventsv1.Event) int {
+	n := 0
+	for _, e := range evs {
+		if e.Series != nil && e.Series.Count > 1 {
+			n += int(e.Series.Count)
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// withNote keeps the Events whose note contains part.
+func withNote(evs []eventsv1.Event, part string) []eventsv1.Event {
+	var out []eventsv1.Event
+	for _, e := range evs {
+		if strings.Contains(e.Note, part) {
+			out = append(out, e)
+		}
+	}
+	return out
+}

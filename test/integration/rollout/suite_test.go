@@ -1,0 +1,203 @@
+// Package rollout_test runs the Rollout reconciler alone against a real
+// kube-apiserver and etcd (envtest). No workload controller runs: the tests
+// play it, writing the workloads' status through the status subresource as
+// a CloneSet or StatefulSet controller would. Prometheus is an httptest
+// server speaking its HTTP API, reached through the real
+// pkg/analysis/prometheus client; stories against a real Prometheus live in
+// test/e2e.
+//
+// Each test gets its own namespace and its own manager, whose cache only
+// sees that namespace, so tests run in parallel and a test can stop and
+// start its controller.
+package rollout_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+)
+
+// env is shared by the package's tests: one API server and one fake
+// Prometheus per package run.
+var env struct {
+	cfg    *rest.Config
+	client client.Client
+	scheme *runtime.Scheme
+	prom   *fakePrometheus
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
+	root, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin"))
+	}
+	testEnv := &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "config", "crd", "bases"),
+			filepath.Join(root, "test", "integration", "rollout", "testdata"),
+		},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := testEnv.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting envtest (run 'make test-assets' first): %v\n", err)
+		return 1
+	}
+	defer func() { _ = testEnv.Stop() }()
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = stepwisev1.AddToScheme(scheme)
+	env.cfg, env.scheme = cfg, scheme
+	env.client, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env.prom = newFakePrometheus()
+	defer env.prom.close()
+	return m.Run()
+}
+
+// zapLevel keeps test output to errors unless STEPWISE_TEST_VERBOSE is set.
+func zapLevel() zapcore.Level {
+	if os.Getenv("STEPWISE_TEST_VERBOSE") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// fakePrometheus answers /api/v1/query like Prometheus does. Queries carry
+// namespace="<ns>", and each test sets the answer for its own namespace.
+type fakePrometheus struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	answers map[string]answer
+	queries map[string]int
+}
+
+// answer is what the fake returns for a namespace's queries.
+type answer struct {
+	// value is the single sample of a one-element vector, unless empty.
+	value float64
+	// empty returns an empty vector: no data.
+	empty bool
+	// token, when set, is the bearer token every query must carry.
+	token string
+}
+
+var namespaceMatcher = regexp.MustCompile(`namespace="([^"]+)"`)
+
+func newFakePrometheus() *fakePrometheus {
+	p := &fakePrometheus{answers: map[string]answer{}, queries: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/v1/query", p.query)
+	p.srv = httptest.NewServer(mux)
+	return p
+}
+
+func (p *fakePrometheus) close() { p.srv.Close() }
+
+func (p *fakePrometheus) set(namespace string, a answer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answers[namespace] = a
+}
+
+func (p *fakePrometheus) count(namespace string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.queries[namespace]
+}
+
+func (p *fakePrometheus) query(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	q := r.Form.Get("query")
+	ns := ""
+	if m := namespaceMatcher.FindStringSubmatch(q); m != nil {
+		ns = m[1]
+	}
+	p.mu.Lock()
+	a, ok := p.answers[ns]
+	p.queries[ns]++
+	p.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if ok && a.token != "" && r.Header.Get("Authorization") != "Bearer "+a.token {
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": "unauthorized", "error": "bad or missing bearer token"})
+		return
+	}
+	if !ok {
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": "bad_data", "error": "no answer set for namespace " + ns})
+		return
+	}
+	result := []any{}
+	if !a.empty {
+		now := float64(time.Now().UnixMilli()) / 1000
+		result = append(result, map[string]any{
+			"metric": map[string]string{},
+			"value":  []any{now, strconv.FormatFloat(a.value, 'g', -1, 64)},
+		})
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"status": "success",
+		"data":   map[string]any{"resultType": "vector", "result": result},
+	})
+}
+
+// ctx is a context for test helpers, ended with the test.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
