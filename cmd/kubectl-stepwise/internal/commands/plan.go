@@ -1,0 +1,110 @@
+package commands
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/stepwise-dev/stepwise/pkg/cli"
+)
+
+func newPlanCommand(e *env) *cobra.Command {
+	var (
+		steps, pause, errorRateMax, prometheus string
+		name, container, versionConstraint     string
+		output                                 string
+	)
+	cmd := &cobra.Command{
+		Use:   "plan CLONESET --steps 10%,50%,100%",
+		Short: "Print a Rollout manifest for a CloneSet, to commit to git",
+		Long: "Print a Rollout manifest for a CloneSet, to commit to git. --steps is the\n" +
+			"percent of pods updated at each step; the manifest stores partitions, the\n" +
+			"pods kept on the stable revision (10% updated is partition 90%), and its last\n" +
+			"step is partition 0. --pause applies after every step but the last.\n" +
+			"--error-rate-max with --prometheus adds an analysis of the canary pods'\n" +
+			"share of 5xx responses (http_requests_total); edit the query to fit your\n" +
+			"metrics. The CloneSet is read for its name, namespace and containers.",
+		Example: "  kubectl stepwise plan web -n shop --steps 10%,50%,100% --pause 1m \\\n" +
+			"    --error-rate-max 0.01 --prometheus http://prometheus.monitoring:9090 > rollout.yaml",
+		Args: oneName("CloneSet"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Every flag is checked before the CloneSet is read, so that
+			// mistakes show without a cluster.
+			o, err := planOptions(steps, pause, errorRateMax, prometheus, versionConstraint)
+			if err != nil {
+				return err
+			}
+			if errs := validation.IsDNS1123Subdomain(name); name != "" && len(errs) > 0 {
+				return usagef("--name: %q is not a valid object name: %s", name, strings.Join(errs, "; "))
+			}
+			o.Name, o.Container = name, container
+			if err := checkOutput(output, false); err != nil {
+				return err
+			}
+			ns, err := e.namespace()
+			if err != nil {
+				return err
+			}
+			dyn, err := e.dynamic()
+			if err != nil {
+				return err
+			}
+			cs, err := cli.GetCloneSet(cmd.Context(), dyn, ns, args[0])
+			if err != nil {
+				return err
+			}
+			r, err := cli.BuildPlan(cs, o)
+			if err != nil {
+				return &usageError{err: err}
+			}
+			return cli.WriteManifest(e.streams.Out, r, output)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&steps, "steps", "", "Percent of pods updated at each step, rising to 100%, such as 10%,50%,100%. Required.")
+	f.StringVar(&pause, "pause", "", `Pause after each step but the last: a duration such as 1m, or "manual" to wait for kubectl stepwise promote.`)
+	f.StringVar(&errorRateMax, "error-rate-max", "", "Highest share of 5xx responses of the canary pods, from 0 to 1 (0.01 is 1%). Needs --prometheus.")
+	f.StringVar(&prometheus, "prometheus", "", "Address of the Prometheus that --error-rate-max asks, such as http://prometheus.monitoring:9090.")
+	f.StringVar(&name, "name", "", "Name of the Rollout; the CloneSet's by default.")
+	f.StringVar(&container, "container", "", "Container whose image tag is a semantic version, for spec.versionPolicy; the only container by default when --version-constraint is set.")
+	f.StringVar(&versionConstraint, "version-constraint", "", `Semver constraint the new image tag must meet, such as ">=1.0.0 <2.0.0" (adds spec.versionPolicy).`)
+	addOutputFlag(cmd, &output, "yaml")
+	return cmd
+}
+
+// planOptions parses the flags that need no cluster. Each error names its
+// flag, as people fix one flag at a time.
+func planOptions(steps, pause, errorRateMax, prometheus, versionConstraint string) (cli.PlanOptions, error) {
+	var o cli.PlanOptions
+	var err error
+	if steps == "" {
+		return o, usagef("--steps is required: the percent of pods updated at each step, such as 10%%,50%%,100%%")
+	}
+	if o.Updated, err = cli.ParseSteps(steps); err != nil {
+		return o, usagef("--steps: %w", err)
+	}
+	if o.Pause, err = cli.ParsePause(pause); err != nil {
+		return o, usagef("--pause: %w", err)
+	}
+	if errorRateMax != "" {
+		if o.ErrorRateMax, err = cli.ParseErrorRateMax(errorRateMax); err != nil {
+			return o, usagef("--error-rate-max: %w", err)
+		}
+	}
+	if prometheus != "" {
+		if o.Prometheus, err = cli.ParsePrometheusAddress(prometheus); err != nil {
+			return o, usagef("--prometheus: %w", err)
+		}
+	}
+	switch {
+	case o.ErrorRateMax != "" && o.Prometheus == "":
+		return o, usagef("--prometheus is required with --error-rate-max: the address of the Prometheus to ask")
+	case o.ErrorRateMax == "" && o.Prometheus != "":
+		return o, usagef("--error-rate-max is required with --prometheus: the highest error rate a step may show, such as 0.01")
+	}
+	if o.VersionConstraint, err = cli.ParseVersionConstraint(versionConstraint); err != nil {
+		return o, usagef("--version-constraint: %w", err)
+	}
+	return o, nil
+}
