@@ -131,7 +131,7 @@ func (e *Engine) Update(ctx context.Context, pod *corev1.Pod, spec *UpdateSpec, 
 		}
 		if plan.needsNotReady && !heldFor(current, spec.Revision) {
 			setCondition(current, corev1.ConditionFalse, ConditionReasonUpdating, updatingMessage(spec.Revision), now)
-			if err := e.client.UpdateStatus(ctx, current); err != nil {
+			if err := e.client.PatchCondition(ctx, current, *getCondition(current)); err != nil {
 				return err
 			}
 			res.Pod = current
@@ -141,11 +141,14 @@ func (e *Engine) Update(ctx context.Context, pod *corev1.Pod, spec *UpdateSpec, 
 				return err
 			}
 		}
+		original := current.DeepCopy()
 		applyUpdatePlan(current, spec, opts, plan)
 		if err := writeRecords(current, plan.state, plan.grace); err != nil {
 			return err
 		}
-		if err := e.client.Update(ctx, current); err != nil {
+		// Decided from a fresh read: no lock, so the kubelet's reaction to
+		// the readiness flip just written cannot refuse it.
+		if err := e.client.Patch(ctx, original, current, false); err != nil {
 			return err
 		}
 		res.Pod, res.Delay = current, plan.delay

@@ -101,14 +101,22 @@ func (f *fakePods) checkVersion(pod *corev1.Pod) (*corev1.Pod, error) {
 	return stored, nil
 }
 
-func (f *fakePods) Update(_ context.Context, pod *corev1.Pod) error {
+// Patch applies modified's metadata and spec; with optimisticLock it is
+// refused when the Pod changed since original was read.
+func (f *fakePods) Patch(_ context.Context, original, pod *corev1.Pod, optimisticLock bool) error {
 	if err := f.failNextUpdate; err != nil {
 		f.failNextUpdate = nil
 		return err
 	}
-	stored, err := f.checkVersion(pod)
-	if err != nil {
-		return err
+	stored := f.get(pod.Name)
+	if stored == nil {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name)
+	}
+	if optimisticLock {
+		var err error
+		if stored, err = f.checkVersion(original); err != nil {
+			return err
+		}
 	}
 	if immutableChange(stored, pod) {
 		return apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, pod.Name, nil)
@@ -121,13 +129,24 @@ func (f *fakePods) Update(_ context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-func (f *fakePods) UpdateStatus(_ context.Context, pod *corev1.Pod) error {
-	stored, err := f.checkVersion(pod)
-	if err != nil {
-		return err
+// PatchCondition merges one condition by type, as a strategic merge patch
+// does: no resourceVersion check, other status fields untouched.
+func (f *fakePods) PatchCondition(_ context.Context, pod *corev1.Pod, condition corev1.PodCondition) error {
+	stored := f.get(pod.Name)
+	if stored == nil {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name)
 	}
 	next := stored.DeepCopy()
-	next.Status = *pod.Status.DeepCopy()
+	replaced := false
+	for i := range next.Status.Conditions {
+		if next.Status.Conditions[i].Type == condition.Type {
+			next.Status.Conditions[i] = condition
+			replaced = true
+		}
+	}
+	if !replaced {
+		next.Status.Conditions = append(next.Status.Conditions, condition)
+	}
 	*pod = *f.store(next)
 	f.writes = append(f.writes, write{status: true, pod: pod.DeepCopy()})
 	return nil

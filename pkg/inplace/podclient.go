@@ -2,8 +2,11 @@ package inplace
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -13,11 +16,20 @@ type PodClient interface {
 	// GetFresh reads the Pod from the API server, not from a cache: Update
 	// must never decide from a copy older than its own last write.
 	GetFresh(ctx context.Context, namespace, name string) (*corev1.Pod, error)
-	// Update writes the Pod's metadata and spec, honouring its
-	// resourceVersion, and refreshes pod from the response.
-	Update(ctx context.Context, pod *corev1.Pod) error
-	// UpdateStatus writes the Pod's status the same way.
-	UpdateStatus(ctx context.Context, pod *corev1.Pod) error
+	// Patch writes what changed from original to modified in metadata and
+	// spec as a strategic merge patch (containers merge by name), and
+	// refreshes modified from the response. With optimisticLock the patch
+	// carries original's resourceVersion; without it, a kubelet's status
+	// write in between does not refuse it, which is right only when the
+	// decision came from a fresh read.
+	Patch(ctx context.Context, original, modified *corev1.Pod, optimisticLock bool) error
+	// PatchCondition sets one status condition with a strategic merge patch
+	// (conditions merge by type) and refreshes pod from the response. It
+	// carries no resourceVersion: a kubelet rewrites a Pod's status all the
+	// time, and a precondition would turn each of those into a refused
+	// write. The caller's expectations keep it from deciding on a copy
+	// older than its own last write.
+	PatchCondition(ctx context.Context, pod *corev1.Pod, condition corev1.PodCondition) error
 }
 
 // NewControllerRuntimePodClient adapts controller-runtime: writes go through
@@ -40,10 +52,18 @@ func (p *controllerRuntimePodClient) GetFresh(ctx context.Context, namespace, na
 	return pod, nil
 }
 
-func (p *controllerRuntimePodClient) Update(ctx context.Context, pod *corev1.Pod) error {
-	return p.client.Update(ctx, pod)
+func (p *controllerRuntimePodClient) Patch(ctx context.Context, original, modified *corev1.Pod, optimisticLock bool) error {
+	var opts []client.MergeFromOption
+	if optimisticLock {
+		opts = append(opts, client.MergeFromWithOptimisticLock{})
+	}
+	return p.client.Patch(ctx, modified, client.StrategicMergeFrom(original, opts...))
 }
 
-func (p *controllerRuntimePodClient) UpdateStatus(ctx context.Context, pod *corev1.Pod) error {
-	return p.client.Status().Update(ctx, pod)
+func (p *controllerRuntimePodClient) PatchCondition(ctx context.Context, pod *corev1.Pod, condition corev1.PodCondition) error {
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{condition}}})
+	if err != nil {
+		return fmt.Errorf("encoding condition patch: %w", err)
+	}
+	return p.client.Status().Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, body))
 }

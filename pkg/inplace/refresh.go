@@ -47,9 +47,12 @@ type RefreshResult struct {
 //     next batch, or, when none is left, set InPlaceUpdateReady=True;
 //   - a new Pod without the condition: set it True.
 //
-// It decides from pod as given (usually the cache) and relies on the
-// resourceVersion to refuse a write based on a stale copy; on conflict it
-// reads the Pod fresh and decides again. Calling it twice is harmless.
+// It decides from pod as given (usually the cache). An image patch carries
+// the resourceVersion, so one decided from a stale copy is refused and
+// decided again from a fresh read; the condition is merged by type with no
+// precondition, because the caller's expectations already keep it from
+// acting on a copy older than its own writes, and a kubelet's status
+// writes must not refuse it. Calling it twice is harmless.
 // The caller's pod is never modified.
 func (e *Engine) Refresh(ctx context.Context, pod *corev1.Pod) RefreshResult {
 	current := pod.DeepCopy()
@@ -77,15 +80,17 @@ func (e *Engine) Refresh(ctx context.Context, pod *corev1.Pod) RefreshResult {
 				status = corev1.ConditionFalse
 			}
 			setCondition(current, status, plan.reason, plan.message, now)
-			if err := e.client.UpdateStatus(ctx, current); err != nil {
+			if err := e.client.PatchCondition(ctx, current, *getCondition(current)); err != nil {
 				return err
 			}
 		case refreshPatch:
+			original := current.DeepCopy()
 			setImages(current, plan.patch)
 			if err := writeRecords(current, plan.state, nil); err != nil {
 				return err
 			}
-			if err := e.client.Update(ctx, current); err != nil {
+			// Decided from the (possibly stale) cached copy: locked.
+			if err := e.client.Patch(ctx, original, current, true); err != nil {
 				return err
 			}
 		}
