@@ -6,6 +6,9 @@ CONTROLLER_GEN_VERSION  ?= v0.23.0
 GOLANGCI_LINT_VERSION   ?= v2.15.0
 # Kubernetes v1.37.2 and etcd v3.6.16 are pinned in hack/kube/go.mod and hack/etcd/go.mod.
 
+SHELL          := /bin/bash
+.SHELLFLAGS    := -o pipefail -ec
+
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
@@ -47,24 +50,29 @@ test-assets: ## Build the pinned control plane, etcd, kwok and controller-gen in
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
+# Packages whose tests need an API server (envtest) or a kwok cluster.
+INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apitest/... ./config/... ./examples/...
+E2E_PKGS         := ./test/e2e/...
+UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/|/internal/apitest|/config$$|/examples$$')
+
 .PHONY: test
-test: test-assets vet test-unit test-integration test-e2e ## Everything CI runs.
+test: test-assets vet verify-generated test-unit test-integration test-e2e ## Everything CI runs.
 
 .PHONY: vet
 vet:
 	go vet ./...
 
 .PHONY: test-unit
-test-unit: ## Pure functions only: no API server, seconds.
-	go test -count=1 ./api/... ./pkg/... ./cmd/... ./controllers/...
+test-unit: ## Pure functions only: no API server, seconds (Prometheus-backed analysis tests included).
+	go test -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
 test-integration: test-assets ## Controllers against a real kube-apiserver + etcd (envtest).
-	go test -count=1 -p 1 ./test/integration/... -timeout 20m
+	go test -count=1 -p 1 $(INTEGRATION_PKGS) -timeout 20m
 
 .PHONY: test-e2e
 test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC, EndpointSlices).
-	go test -count=1 -p 1 ./test/e2e/... -timeout 40m -v 2>&1 | tee /tmp/stepwise-e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+	go test -count=1 -p 1 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee /tmp/stepwise-e2e.log | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
 
 .PHONY: bench
 bench: test-assets ## In-place update of $(PODS) Pods on one kwok cluster; prints wall time, writes/Pod, RSS.
