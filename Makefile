@@ -51,9 +51,10 @@ $(CONTROLLER_GEN):
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
 # Packages whose tests need an API server (envtest) or a kwok cluster.
-INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apitest/... ./config/... ./examples/...
-E2E_PKGS         := ./test/e2e/...
-UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/|/internal/apitest|/config$$|/examples$$')
+INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apitest/... ./config/... ./examples/... \
+                    $(wildcard ./test/traffic) $(wildcard ./test/promrunner)
+E2E_PKGS         := ./test/e2e/... $(wildcard ./test/demo)
+UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner)|/internal/apitest|/config$$|/examples$$')
 
 .PHONY: test
 test: test-assets vet verify-generated test-unit test-integration test-e2e ## Everything CI runs.

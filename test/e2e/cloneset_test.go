@@ -541,7 +541,9 @@ func testRetag(t *testing.T, b *bed) {
 	for _, p := range b.pods(g, ns) {
 		imageIDs[p.Name] = containerStatus(&p, "app").ImageID
 	}
-	b.mutate(t, ns, "web", func(cs *stepwisev1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = "example.com/app:v1-retagged" })
+	b.mutate(t, ns, "web", func(cs *stepwisev1.CloneSet) {
+		cs.Spec.Template.Spec.Containers[0].Image = "example.com/app:v1-retagged"
+	})
 	b.waitSettled(t, ns, "web", 2, 2, settleTimeout)
 	for _, p := range b.pods(g, ns) {
 		status := containerStatus(&p, "app")

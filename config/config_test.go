@@ -1,0 +1,891 @@
+// Package config_test checks the installation manifests (config/default, as
+// `kubectl apply -k config/default` renders them) and the Argo CD health
+// scripts in config/argocd.
+package config_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/test/argocdhealth"
+)
+
+const (
+	namespace      = "stepwise-system"
+	managerName    = "stepwise-manager"
+	leaderElection = "stepwise-leader-election"
+	metricsService = "stepwise-manager-metrics"
+	image          = "ghcr.io/stepwise-dev/stepwise:v0.1.0"
+)
+
+// object is one rendered manifest: as sent to the API server, and decoded
+// into its Go type for the checks.
+type object struct {
+	u     *unstructured.Unstructured
+	typed runtime.Object
+}
+
+func (o object) key() string { return o.u.GetKind() + "/" + o.u.GetName() }
+
+// render builds config/default as kubectl apply -k does, and decodes every
+// object strictly into its Go type, so that a misspelt field (say
+// readOnlyRootFileSystem) fails here instead of being dropped silently by a
+// lenient client.
+func render(t *testing.T) []object {
+	t.Helper()
+	opts := krusty.MakeDefaultOptions()
+	// Unspecified is what the kustomize CLI and kubectl use: the legacy
+	// order (Namespace and CRDs first) unless the kustomization sets
+	// sortOptions. kubectl apply -k applies in this order, so it matters.
+	opts.Reorder = krusty.ReorderOptionUnspecified
+	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), "default")
+	if err != nil {
+		t.Fatalf("kustomize build config/default: %v", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var out []object
+	for _, r := range resMap.Resources() {
+		data, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			t.Fatal(err)
+		}
+		typed, err := scheme.New(u.GroupVersionKind())
+		if err != nil {
+			t.Fatalf("%s %s: no Go type for %s: %v", u.GetKind(), u.GetName(), u.GroupVersionKind(), err)
+		}
+		strictErrs, err := kjson.UnmarshalStrict(data, typed)
+		if err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		for _, e := range strictErrs {
+			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), e)
+		}
+		out = append(out, object{u: u, typed: typed})
+	}
+	return out
+}
+
+func find[T runtime.Object](t *testing.T, objs []object, kind, name string) T {
+	t.Helper()
+	for _, o := range objs {
+		if o.u.GetKind() == kind && o.u.GetName() == name {
+			typed, ok := o.typed.(T)
+			if !ok {
+				t.Fatalf("%s/%s decoded as %T", kind, name, o.typed)
+			}
+			return typed
+		}
+	}
+	var zero T
+	t.Fatalf("config/default renders no %s %q", kind, name)
+	return zero
+}
+
+// crdNamesOnDisk reads the names of the CRDs controller-gen wrote.
+func crdNamesOnDisk(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases (%v)", err)
+	}
+	var names []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		names = append(names, "CustomResourceDefinition/"+crd.Name)
+	}
+	return names
+}
+
+func TestDefaultRendersTheWholeInstallation(t *testing.T) {
+	objs := render(t)
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.key())
+	}
+	want := append(crdNamesOnDisk(t),
+		"Namespace/"+namespace,
+		"ServiceAccount/"+managerName,
+		"ClusterRole/"+managerName,
+		"ClusterRoleBinding/"+managerName,
+		"Role/"+leaderElection,
+		"RoleBinding/"+leaderElection,
+		"Deployment/"+managerName,
+		"Service/"+metricsService,
+	)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("config/default renders\n  %v\nwant\n  %v", got, want)
+	}
+
+	// kubectl apply -k sends objects in this order and stops at the first
+	// error: the namespace and the CRDs must come before anything in them.
+	if objs[0].key() != "Namespace/"+namespace {
+		t.Errorf("first object is %s, want the Namespace", objs[0].key())
+	}
+	seenOther := false
+	for _, o := range objs[1:] {
+		isCRD := o.u.GetKind() == "CustomResourceDefinition"
+		if isCRD && seenOther {
+			t.Errorf("%s comes after other objects", o.key())
+		}
+		seenOther = seenOther || !isCRD
+	}
+
+	mapper := clusterScoped()
+	for _, o := range objs {
+		if mapper[o.u.GetKind()] {
+			if o.u.GetNamespace() != "" {
+				t.Errorf("cluster-scoped %s has namespace %q", o.key(), o.u.GetNamespace())
+			}
+		} else if o.u.GetNamespace() != namespace {
+			t.Errorf("%s is in namespace %q, want %q", o.key(), o.u.GetNamespace(), namespace)
+		}
+	}
+}
+
+func clusterScoped() map[string]bool {
+	return map[string]bool{
+		"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	}
+}
+
+func TestGeneratedClusterRoleIsBoundToTheManager(t *testing.T) {
+	objs := render(t)
+	role := find[*rbacv1.ClusterRole](t, objs, "ClusterRole", managerName)
+
+	// The rendered role is controller-gen's file unchanged: nobody patches
+	// generated RBAC on the way.
+	data, err := os.ReadFile(filepath.Join("rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onDisk rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &onDisk); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(role.Rules) != fmt.Sprint(onDisk.Rules) {
+		t.Errorf("rendered ClusterRole rules differ from config/rbac/role.yaml")
+	}
+	if len(role.Rules) == 0 {
+		t.Error("the ClusterRole grants nothing")
+	}
+
+	sa := find[*corev1.ServiceAccount](t, objs, "ServiceAccount", managerName)
+	crb := find[*rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", managerName)
+	if crb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}) {
+		t.Errorf("ClusterRoleBinding roleRef = %+v, want ClusterRole %s", crb.RoleRef, role.Name)
+	}
+	wantSubject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}}
+	if !slices.Equal(crb.Subjects, wantSubject) {
+		t.Errorf("ClusterRoleBinding subjects = %+v, want %+v", crb.Subjects, wantSubject)
+	}
+
+	deploy := find[*appsv1.Deployment](t, objs, "Deployment", managerName)
+	if got := deploy.Spec.Template.Spec.ServiceAccountName; got != sa.Name {
+		t.Errorf("Deployment runs as ServiceAccount %q, want %q", got, sa.Name)
+	}
+}
+
+func TestLeaderElectionRole(t *testing.T) {
+	objs := render(t)
+	role := find[*rbacv1.Role](t, objs, "Role", leaderElection)
+	rb := find[*rbacv1.RoleBinding](t, objs, "RoleBinding", leaderElection)
+	sa := find[*corev1.ServiceAccount](t, objs, "ServiceAccount", managerName)
+
+	if rb.Namespace != role.Namespace || rb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}) {
+		t.Errorf("RoleBinding %s/%s refers to %+v, want Role %s/%s", rb.Namespace, rb.Name, rb.RoleRef, role.Namespace, role.Name)
+	}
+	wantSubject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}}
+	if !slices.Equal(rb.Subjects, wantSubject) {
+		t.Errorf("RoleBinding subjects = %+v, want %+v", rb.Subjects, wantSubject)
+	}
+
+	grants := func(group, resource string, verbs ...string) bool {
+		for _, v := range verbs {
+			ok := false
+			for _, r := range role.Rules {
+				if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, v) {
+					ok = true
+				}
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
+	if !grants("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "patch", "delete") {
+		t.Errorf("leader-election Role does not grant every verb on leases: %+v", role.Rules)
+	}
+	if !grants("", "events", "create", "patch") {
+		t.Errorf("leader-election Role does not grant create and patch on events: %+v", role.Rules)
+	}
+}
+
+// managerFlags are the flags cmd/manager defines itself. A flag the binary
+// does not know makes it exit at start, which only a running cluster would
+// show otherwise.
+func managerFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "cmd", "manager", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`flag\.\w+Var\(&\w+,\s*"([a-z0-9-]+)"`).FindAllSubmatch(src, -1) {
+		flags[string(m[1])] = true
+	}
+	if len(flags) == 0 {
+		t.Fatal("found no flag definitions in cmd/manager/main.go")
+	}
+	return flags
+}
+
+func TestManagerDeployment(t *testing.T) {
+	objs := render(t)
+	d := find[*appsv1.Deployment](t, objs, "Deployment", managerName)
+	pod := d.Spec.Template.Spec
+
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("replicas = %v, want 1", d.Spec.Replicas)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image != image {
+		t.Errorf("image = %q, want %q", c.Image, image)
+	}
+
+	args := map[string]string{}
+	known := managerFlags(t)
+	for _, a := range c.Args {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || !known[name] {
+			t.Errorf("argument %q is not a flag of cmd/manager", a)
+		}
+		args[name] = value
+	}
+	if v, ok := args["leader-elect"]; !ok || (v != "" && v != "true") {
+		t.Errorf("args %v: want --leader-elect", c.Args)
+	}
+	if args["metrics-bind-address"] != ":8080" || args["health-probe-bind-address"] != ":8081" {
+		t.Errorf("args %v: want --metrics-bind-address=:8080 and --health-probe-bind-address=:8081", c.Args)
+	}
+
+	port := func(p intstr.IntOrString) int32 {
+		if p.Type == intstr.Int {
+			return p.IntVal
+		}
+		for _, cp := range c.Ports {
+			if cp.Name == p.StrVal {
+				return cp.ContainerPort
+			}
+		}
+		t.Errorf("port %q is not a container port", p.StrVal)
+		return 0
+	}
+	for name, probe := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil {
+			t.Errorf("no HTTP probe for %s", name)
+			continue
+		}
+		if probe.HTTPGet.Path != name || port(probe.HTTPGet.Port) != 8081 {
+			t.Errorf("probe for %s asks %s on port %v, want %s on 8081", name, probe.HTTPGet.Path, probe.HTTPGet.Port.String(), name)
+		}
+	}
+
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Requests[res]; !ok {
+			t.Errorf("no %s request", res)
+		}
+		if _, ok := c.Resources.Limits[res]; !ok {
+			t.Errorf("no %s limit", res)
+		}
+	}
+
+	psc := pod.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Error("the Pod does not set runAsNonRoot: true")
+	}
+	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Error("the Pod does not use the RuntimeDefault seccomp profile")
+	}
+	csc := c.SecurityContext
+	switch {
+	case csc == nil:
+		t.Error("the container has no securityContext")
+	default:
+		if csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem {
+			t.Error("the root filesystem is writable")
+		}
+		if csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation {
+			t.Error("privilege escalation is allowed")
+		}
+		if csc.Capabilities == nil || !slices.Equal(csc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(csc.Capabilities.Add) > 0 {
+			t.Errorf("capabilities = %+v, want drop [ALL] and nothing added", csc.Capabilities)
+		}
+		if csc.Privileged != nil && *csc.Privileged {
+			t.Error("the container is privileged")
+		}
+	}
+
+	sel := d.Spec.Selector.MatchLabels
+	for k, v := range sel {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("selector %s=%s does not match the Pod template labels %v", k, v, d.Spec.Template.Labels)
+		}
+	}
+
+	// The metrics Service must reach the port the manager serves metrics on.
+	svc := find[*corev1.Service](t, objs, "Service", metricsService)
+	if len(svc.Spec.Selector) == 0 {
+		t.Fatal("the metrics Service selects nothing")
+	}
+	for k, v := range svc.Spec.Selector {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("Service selector %s=%s does not match the manager Pods %v", k, v, d.Spec.Template.Labels)
+		}
+	}
+	_, metricsPort, _ := net.SplitHostPort(args["metrics-bind-address"])
+	want, _ := strconv.Atoi(metricsPort)
+	if len(svc.Spec.Ports) != 1 || port(svc.Spec.Ports[0].TargetPort) != int32(want) {
+		t.Errorf("metrics Service ports %+v do not lead to container port %d", svc.Spec.Ports, want)
+	}
+}
+
+// warnings keeps the API server's warnings (deprecated fields, Pod
+// Security violations), which kubectl prints and goes on.
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.list
+	w.list = nil
+	return l
+}
+
+// TestDefaultAppliesToAnAPIServer creates every rendered object, in order,
+// on a real kube-apiserver (envtest, no CRDs preinstalled): what `kubectl
+// apply -k config/default` does. Strict field validation rejects unknown
+// fields. The namespace enforces the restricted Pod Security level, which
+// the API server checks on a Deployment's Pod template with a warning only:
+// a warning here is a manager Pod that would be refused later.
+func TestDefaultAppliesToAnAPIServer(t *testing.T) {
+	objs := render(t)
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Setenv("KUBEBUILDER_ASSETS", filepath.Join("..", "bin"))
+	}
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest (run 'make test-assets' first): %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	w := &warnings{}
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, o := range objs {
+		u := o.u.DeepCopy()
+		if err := c.Create(ctx, u, client.FieldValidation("Strict"), client.FieldOwner("config-test")); err != nil {
+			t.Fatalf("creating %s: %v", o.key(), err)
+		}
+		for _, text := range w.take() {
+			t.Errorf("creating %s: API server warns: %s", o.key(), text)
+		}
+	}
+
+	// The CRDs must be served, or the manager's informers never sync.
+	for _, o := range objs {
+		if o.u.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := c.Get(ctx, client.ObjectKey{Name: o.u.GetName()}, &crd); err != nil {
+				t.Fatal(err)
+			}
+			if established(&crd) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("CRD %s not Established: %+v", crd.Name, crd.Status.Conditions)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// Argo CD health checks.
+
+var healthScripts = map[string]string{
+	"resource.customizations.health.stepwise.dev_Rollout":  "rollout-health.lua",
+	"resource.customizations.health.stepwise.dev_CloneSet": "cloneset-health.lua",
+}
+
+// The ConfigMap patch carries copies of the scripts (argocd-cm has no way
+// to point at a file): they must not drift from the files tested below.
+func TestArgoCDPatchEmbedsTheScripts(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("argocd", "argocd-cm-patch.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Kind != "ConfigMap" || cm.Name != "argocd-cm" || cm.Namespace != "argocd" {
+		t.Errorf("patch targets %s %s/%s, want ConfigMap argocd/argocd-cm", cm.Kind, cm.Namespace, cm.Name)
+	}
+	for key, file := range healthScripts {
+		script, err := os.ReadFile(filepath.Join("argocd", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.Data[key] != string(script) {
+			t.Errorf("argocd-cm-patch.yaml %s differs from argocd/%s: copy the script into the patch again", key, file)
+		}
+	}
+	if len(cm.Data) != len(healthScripts) {
+		t.Errorf("patch sets %d keys, want %d", len(cm.Data), len(healthScripts))
+	}
+}
+
+type healthCase struct {
+	name string
+	// obj is the object without apiVersion and kind, in YAML.
+	obj    string
+	status string
+	// message is a part of the expected message; empty: not checked.
+	message string
+}
+
+// sampleObject turns a YAML sample into the map Argo CD hands the script.
+// The sample is first decoded strictly into the Stepwise Go type, so that a
+// misspelt field fails the test instead of going unnoticed by the script
+// (which would just see nil). Then it is decoded as unstructured, which
+// makes integers int64, as in objects read from the API server.
+func sampleObject[T any](t *testing.T, kind, doc string) map[string]any {
+	t.Helper()
+	data, err := yaml.YAMLToJSONStrict([]byte("apiVersion: stepwise.dev/v1alpha1\nkind: " + kind + "\n" + doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typed T
+	strictErrs, err := kjson.UnmarshalStrict(data, &typed)
+	if err != nil {
+		t.Fatalf("sample is not a %s: %v", kind, err)
+	}
+	for _, e := range strictErrs {
+		t.Fatalf("sample is not a %s: %v", kind, e)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		t.Fatal(err)
+	}
+	return u.Object
+}
+
+func runHealthCases[T any](t *testing.T, kind, file string, cases []healthCase) {
+	script, err := os.ReadFile(filepath.Join("argocd", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := sampleObject[T](t, kind, tc.obj)
+			status, message, err := argocdhealth.Evaluate(string(script), obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status != tc.status || !strings.Contains(message, tc.message) {
+				t.Errorf("got %s %q, want %s with a message containing %q", status, message, tc.status, tc.message)
+			}
+		})
+	}
+}
+
+func TestRolloutHealth(t *testing.T) {
+	abortMsg := "step 2 (partition 50%): analysis failed: error-rate 0.08 is above 0.01"
+	runHealthCases[stepwisev1.Rollout](t, "Rollout", "rollout-health.lua", []healthCase{{
+		name:    "no status yet",
+		obj:     `metadata: {name: web, generation: 1}`,
+		status:  argocdhealth.Progressing,
+		message: "waiting for the rollout controller",
+	}, {
+		name: "spec change not observed yet",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 2
+  phase: Healthy
+  conditions: [{type: Ready, status: "True", reason: Stable, message: stable}]`,
+		status:  argocdhealth.Progressing,
+		message: "waiting for rollout spec update to be observed",
+	}, {
+		name: "status without observedGeneration",
+		obj: `
+metadata: {name: web, generation: 1}
+status: {phase: Healthy}`,
+		status:  argocdhealth.Progressing,
+		message: "waiting for rollout spec update to be observed",
+	}, {
+		name: "aborted by a failed analysis",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 3
+  phase: Aborted
+  reason: AnalysisFailed
+  message: "` + abortMsg + `"
+  conditions:
+  - {type: Ready, status: "False", reason: AnalysisFailed, message: "` + abortMsg + `"}
+  - {type: Stalled, status: "True", reason: AnalysisFailed, message: "` + abortMsg + `"}`,
+		status:  argocdhealth.Degraded,
+		message: abortMsg,
+	}, {
+		name: "aborted, message only in the Stalled condition",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 3
+  phase: Aborted
+  conditions: [{type: Stalled, status: "True", reason: AbortRequested, message: aborted by request}]`,
+		status:  argocdhealth.Degraded,
+		message: "aborted by request",
+	}, {
+		name: "rollback past its progress deadline",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 3
+  phase: Progressing
+  reason: ProgressDeadlineExceeded
+  message: rolling back to the stable revision
+  conditions: [{type: Stalled, status: "True", reason: ProgressDeadlineExceeded, message: no progress for 600s}]`,
+		status:  argocdhealth.Degraded,
+		message: "no progress for 600s",
+	}, {
+		name: "paused by spec.paused",
+		obj: `
+metadata: {name: web, generation: 4}
+status: {observedGeneration: 4, phase: Paused, reason: PausedBySpec, message: "step 1 (partition 90%) held: paused by spec.paused"}`,
+		status:  argocdhealth.Suspended,
+		message: "paused by spec.paused",
+	}, {
+		name: "step pause without duration waits for a promote",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 3
+  phase: Paused
+  reason: AwaitingPromotion
+  currentStepIndex: 1
+  message: "step 2 (partition 50%): waiting for a promote request"
+  conditions:
+  - {type: Ready, status: "False", reason: AwaitingPromotion, message: "step 2 (partition 50%): waiting for a promote request"}
+  - {type: Reconciling, status: "True", reason: AwaitingPromotion, message: "step 2 (partition 50%): waiting for a promote request"}`,
+		status:  argocdhealth.Suspended,
+		message: "waiting for a promote request",
+	}, {
+		name: "inconclusive analysis waits for a person",
+		obj: `
+metadata: {name: web, generation: 3}
+status: {observedGeneration: 3, phase: Paused, reason: AnalysisInconclusive, message: "analysis inconclusive: no data"}`,
+		status:  argocdhealth.Suspended,
+		message: "no data",
+	}, {
+		name: "Progressing phase awaiting promotion",
+		obj: `
+metadata: {name: web, generation: 3}
+status: {observedGeneration: 3, phase: Progressing, reason: AwaitingPromotion, message: waiting for a promote request}`,
+		status:  argocdhealth.Suspended,
+		message: "waiting for a promote request",
+	}, {
+		name: "Progressing phase awaiting promotion, reason only in Ready",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 3
+  phase: Progressing
+  conditions: [{type: Ready, status: "False", reason: AwaitingPromotion, message: waiting for a promote request}]`,
+		status:  argocdhealth.Suspended,
+		message: "waiting for a promote request",
+	}, {
+		name: "timed step pause",
+		obj: `
+metadata: {name: web, generation: 3}
+status: {observedGeneration: 3, phase: Progressing, reason: StepPaused, message: "step 1 (partition 90%): paused until 2030-01-01T00:00:00Z"}`,
+		status:  argocdhealth.Progressing,
+		message: "paused until",
+	}, {
+		name: "analysis running",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 3
+  phase: Progressing
+  reason: AnalysisRunning
+  message: "step 1 (partition 90%): analysis 2/5"
+  conditions:
+  - {type: Ready, status: "False", reason: AnalysisRunning, message: "step 1 (partition 90%): analysis 2/5"}
+  - {type: Reconciling, status: "True", reason: AnalysisRunning, message: "step 1 (partition 90%): analysis 2/5"}`,
+		status:  argocdhealth.Progressing,
+		message: "analysis 2/5",
+	}, {
+		name: "waiting for Pods, partition conflict raised",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 3
+  phase: Progressing
+  reason: PartitionMismatch
+  message: workload partition is 100%, step wants 90%
+  conditions:
+  - {type: PartitionConflict, status: "True", reason: FieldManagerConflict, message: field manager argocd-controller also writes the partition}`,
+		status:  argocdhealth.Progressing,
+		message: "step wants 90%",
+	}, {
+		name: "healthy",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 3
+  phase: Healthy
+  reason: Stable
+  stableRevision: web-7d9f
+  message: revision web-7d9f is stable
+  conditions: [{type: Ready, status: "True", reason: Stable, message: revision web-7d9f is stable}]`,
+		status:  argocdhealth.Healthy,
+		message: "web-7d9f is stable",
+	}, {
+		name: "healthy phase while reconciles fail",
+		obj: `
+metadata: {name: web, generation: 3}
+status:
+  observedGeneration: 3
+  phase: Healthy
+  conditions:
+  - {type: Ready, status: "False", reason: ReconcileFailed, message: "patching CloneSet web: connection refused"}
+  - {type: Reconciling, status: "True", reason: ProgressingWithRetry, message: "patching CloneSet web: connection refused"}`,
+		status:  argocdhealth.Progressing,
+		message: "connection refused",
+	}, {
+		name: "healthy phase without conditions",
+		obj: `
+metadata: {name: web, generation: 3}
+status: {observedGeneration: 3, phase: Healthy}`,
+		status: argocdhealth.Progressing,
+	}, {
+		name: "status without a phase",
+		obj: `
+metadata: {name: web, generation: 3}
+status: {observedGeneration: 3}`,
+		status:  argocdhealth.Progressing,
+		message: "report a phase",
+	}})
+}
+
+func TestCloneSetHealth(t *testing.T) {
+	runHealthCases[stepwisev1.CloneSet](t, "CloneSet", "cloneset-health.lua", []healthCase{{
+		name: "no status yet",
+		obj: `
+metadata: {name: web, generation: 1}
+spec: {replicas: 4, template: {}}`,
+		status:  argocdhealth.Progressing,
+		message: "waiting for the CloneSet controller",
+	}, {
+		name: "spec change not observed yet",
+		obj: `
+metadata: {name: web, generation: 2}
+spec: {replicas: 4, template: {}}
+status: {observedGeneration: 1, replicas: 4, readyReplicas: 4, updatedReplicas: 4, updatedReadyReplicas: 4, expectedUpdatedReplicas: 4}`,
+		status:  argocdhealth.Progressing,
+		message: "waiting for CloneSet spec update to be observed",
+	}, {
+		name: "stalled: template change impossible in place",
+		obj: `
+metadata: {name: web, generation: 2}
+spec: {replicas: 4, template: {}, updateStrategy: {type: InPlaceOnly}}
+status:
+  observedGeneration: 2
+  replicas: 4
+  readyReplicas: 4
+  updatedReplicas: 0
+  updatedReadyReplicas: 0
+  expectedUpdatedReplicas: 4
+  conditions:
+  - {type: Stalled, status: "True", reason: InPlaceImpossible, message: "InPlaceOnly: spec.containers[0].ports changed"}
+  - {type: Ready, status: "False", reason: InPlaceImpossible, message: "InPlaceOnly: spec.containers[0].ports changed"}`,
+		status:  argocdhealth.Degraded,
+		message: "ports changed",
+	}, {
+		name: "reconciling: updating in place",
+		obj: `
+metadata: {name: web, generation: 2}
+spec: {replicas: 4, template: {}}
+status:
+  observedGeneration: 2
+  replicas: 4
+  readyReplicas: 3
+  updatedReplicas: 2
+  updatedReadyReplicas: 1
+  expectedUpdatedReplicas: 4
+  conditions:
+  - {type: Reconciling, status: "True", reason: Updating, message: "4/4 Pods, 2 updated, 1 updated and ready"}`,
+		status:  argocdhealth.Progressing,
+		message: "2 updated, 1 updated and ready",
+	}, {
+		name: "update paused half way",
+		obj: `
+metadata: {name: web, generation: 3}
+spec: {replicas: 4, template: {}, updateStrategy: {paused: true}}
+status: {observedGeneration: 3, replicas: 4, readyReplicas: 4, updatedReplicas: 1, updatedReadyReplicas: 1, expectedUpdatedReplicas: 4}`,
+		status:  argocdhealth.Suspended,
+		message: "1 of 4 Pods updated",
+	}, {
+		name: "paused after the update completed",
+		obj: `
+metadata: {name: web, generation: 3}
+spec: {replicas: 4, template: {}, updateStrategy: {paused: true}}
+status: {observedGeneration: 3, replicas: 4, readyReplicas: 4, updatedReplicas: 4, updatedReadyReplicas: 4, expectedUpdatedReplicas: 4}`,
+		status: argocdhealth.Healthy,
+	}, {
+		name: "held at 100% partition by a Rollout",
+		obj: `
+metadata: {name: web, generation: 5}
+spec: {replicas: 4, template: {}, updateStrategy: {partition: 100%}}
+status: {observedGeneration: 5, replicas: 4, readyReplicas: 4, updatedReplicas: 0, updatedReadyReplicas: 0}`,
+		status: argocdhealth.Healthy,
+	}, {
+		name: "canary step reached",
+		obj: `
+metadata: {name: web, generation: 6}
+spec: {replicas: 4, template: {}, updateStrategy: {partition: 50%}}
+status:
+  observedGeneration: 6
+  replicas: 4
+  readyReplicas: 4
+  updatedReplicas: 2
+  updatedReadyReplicas: 2
+  expectedUpdatedReplicas: 2
+  conditions: [{type: Ready, status: "True", reason: Partitioned, message: "2/4 Pods on revision web-2, partition keeps 2 on web-1"}]`,
+		status:  argocdhealth.Healthy,
+		message: "partition keeps 2",
+	}, {
+		name: "fully updated",
+		obj: `
+metadata: {name: web, generation: 2}
+spec: {replicas: 4, template: {}}
+status: {observedGeneration: 2, replicas: 4, readyReplicas: 4, updatedReplicas: 4, updatedReadyReplicas: 4, expectedUpdatedReplicas: 4}`,
+		status:  argocdhealth.Healthy,
+		message: "4/4 Pods ready",
+	}, {
+		name: "a Pod became unready",
+		obj: `
+metadata: {name: web, generation: 2}
+spec: {replicas: 4, template: {}}
+status: {observedGeneration: 2, replicas: 4, readyReplicas: 3, updatedReplicas: 4, updatedReadyReplicas: 3, expectedUpdatedReplicas: 4}`,
+		status:  argocdhealth.Progressing,
+		message: "3/4 Pods ready",
+	}, {
+		name: "updated Pods not ready yet",
+		obj: `
+metadata: {name: web, generation: 2}
+spec: {replicas: 4, template: {}}
+status: {observedGeneration: 2, replicas: 4, readyReplicas: 4, updatedReplicas: 4, updatedReadyReplicas: 2, expectedUpdatedReplicas: 4}`,
+		status:  argocdhealth.Progressing,
+		message: "2 of 4 updated Pods ready",
+	}, {
+		name: "replicas unset counts as 1",
+		obj: `
+metadata: {name: web, generation: 1}
+spec: {template: {}}
+status: {observedGeneration: 1, replicas: 1, readyReplicas: 1}`,
+		status: argocdhealth.Healthy,
+	}, {
+		name: "replicas unset, Pod not ready",
+		obj: `
+metadata: {name: web, generation: 1}
+spec: {template: {}}
+status: {observedGeneration: 1, replicas: 1, readyReplicas: 0}`,
+		status: argocdhealth.Progressing,
+	}, {
+		name: "scaled to zero",
+		obj: `
+metadata: {name: web, generation: 7}
+spec: {replicas: 0, template: {}}
+status: {observedGeneration: 7, replicas: 0, readyReplicas: 0}`,
+		status: argocdhealth.Healthy,
+	}})
+}
