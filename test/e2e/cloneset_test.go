@@ -43,6 +43,7 @@ func TestCloneSet(t *testing.T) {
 	t.Run("TwoContainersUpdateInOrder", func(t *testing.T) { testOrderedContainers(t, b) })
 	t.Run("LabelChangePatchedWithoutRestart", func(t *testing.T) { testMetadataOnly(t, b) })
 	t.Run("CorruptStateIsRedriven", func(t *testing.T) { testCorruptState(t, b) })
+	t.Run("NeverReadyReleaseRollsBackWhenPartitionRaised", func(t *testing.T) { testNeverReadyRollback(t, b) })
 	t.Run("RetagWithSameImageIDCompletes", func(t *testing.T) { testRetag(t, b) })
 	t.Run("PreDeleteHookHoldsUntilReleased", func(t *testing.T) { testPreDeleteHook(t, b) })
 	t.Run("InPlaceUpdateHookHoldsUntilReleased", func(t *testing.T) { testInPlaceUpdateHook(t, b) })
@@ -551,5 +552,55 @@ func testRetag(t *testing.T, b *bed) {
 		g.Expect(status.RestartCount).To(BeEquivalentTo(1))
 		g.Expect(status.ImageID).To(Equal(imageIDs[p.Name]), "same image, same imageID")
 		g.Expect(podCondition(&p, stepwisev1.InPlaceUpdateReady)).To(Equal(corev1.ConditionTrue))
+	}
+}
+
+// A release whose new container never becomes ready (a crash loop, a
+// failing probe) leaves its Pod mid-update. Raising the partition, as a
+// Rollout's abort does, must still bring that Pod back in place.
+func testNeverReadyRollback(t *testing.T, b *bed) {
+	g := NewWithT(t)
+	ns := b.namespace(t, "neverready")
+	cs := cloneSet(ns, "web", 3, stepwisev1.InPlaceIfPossibleCloneSetUpdateStrategyType)
+	cs.Spec.UpdateStrategy.MaxUnavailable = intOrString("1")
+	cs.Spec.UpdateStrategy.Partition = intOrString("2")
+	g.Expect(b.client.Create(t.Context(), cs)).To(Succeed())
+	b.waitSettled(t, ns, "web", 3, 3, settleTimeout)
+	before := snapshot(b.pods(g, ns))
+
+	// The bad release: the container starts but never reports ready.
+	b.mutate(t, ns, "web", func(cs *stepwisev1.CloneSet) {
+		cs.Spec.Template.Spec.Containers[0].Image = v2
+		cs.Spec.Template.Annotations = map[string]string{"stepwise.dev/kwok-ready": "false"}
+	})
+	var stuck string
+	g.Eventually(func(g Gomega) {
+		for _, p := range b.pods(g, ns) {
+			if s := containerStatus(&p, "app"); s != nil && s.Image == v2 && s.RestartCount == 1 && !s.Ready {
+				stuck = p.Name
+			}
+		}
+		g.Expect(stuck).NotTo(BeEmpty())
+	}, settleTimeout).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		cs := b.get(g, ns, "web")
+		g.Expect(cs.Status.UpdatedReadyReplicas).To(BeEquivalentTo(0), "the new container never becomes ready")
+	}, 2*time.Second).Should(Succeed())
+
+	b.mutate(t, ns, "web", func(cs *stepwisev1.CloneSet) { cs.Spec.UpdateStrategy.Partition = intOrString("3") })
+	g.Eventually(func(g Gomega) {
+		cs := b.get(g, ns, "web")
+		g.Expect(cs.Status.ObservedGeneration).To(Equal(cs.Generation))
+		g.Expect(cs.Status.UpdatedReplicas).To(BeEquivalentTo(0))
+		g.Expect(cs.Status.ReadyReplicas).To(BeEquivalentTo(3))
+	}, settleTimeout).Should(Succeed())
+	pods := b.pods(g, ns)
+	g.Expect(snapshot(pods)).To(Equal(before), "rolled back in place")
+	for _, p := range pods {
+		g.Expect(imageOf(&p, "app")).To(Equal(v1))
+		if p.Name == stuck {
+			g.Expect(containerStatus(&p, "app").RestartCount).To(BeEquivalentTo(2))
+			g.Expect(p.Annotations).NotTo(HaveKey("stepwise.dev/kwok-ready"))
+		}
 	}
 }

@@ -178,9 +178,14 @@ func Calculate(in Input) Plan {
 		return p
 	}
 	want = wantedMoves(c.count, l, rollbackOK)
+	// A Pod in the middle of an update can be moved again: it is already
+	// unavailable, so it costs no budget, and the engine retargets it at
+	// once. Waiting for it instead would leave a Pod whose new image never
+	// becomes ready (image pull failure, crash loop) on that image forever,
+	// through an abort and a git revert alike.
 	var movable []*podState
 	for _, s := range c.kept {
-		if !doomed[s] && !s.pod.Updating {
+		if !doomed[s] {
 			movable = append(movable, s)
 		}
 	}

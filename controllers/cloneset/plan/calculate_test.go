@@ -173,10 +173,10 @@ func rollbackCases() []calcCase {
 			want: Plan{ExpectedUpdatedReplicas: 1},
 		},
 		{
-			name: "rollback_waits_for_updating_pods",
+			name: "rollback_takes_a_pod_stuck_mid_update_at_no_cost",
 			in: input(5, set(oneOldFourNew(), names("b-3"), updating), partition(n(4)),
 				maxUnavailable(n(1))),
-			want: Plan{ExpectedUpdatedReplicas: 1},
+			want: Plan{ExpectedUpdatedReplicas: 1, Rollback: names("b-3")},
 		},
 		{
 			name: "third_revision_pods_move_forward_before_partition_pods",

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
 // defaultMaxUnavailable is spec.updateStrategy.maxUnavailable when unset.
@@ -62,28 +64,15 @@ func resolveLimits(in Input) limits {
 	return l
 }
 
-// PartitionCount resolves spec.updateStrategy.partition against replicas:
-// how many Pods stay on the current revision. A percent rounds up, but a
-// percent below 100% never keeps every Pod of a CloneSet with more than one
-// replica (99% of 5 is 4, not 5), so that asking for less than everything
-// always lets at least one Pod update. The result is clamped to [0,
-// replicas]. An invalid value (the CRD rejects them) keeps every Pod: when
-// unsure, update nothing.
+// PartitionCount resolves spec.updateStrategy.partition against replicas
+// with the API's rule (v1alpha1.ResolvePartition). An invalid value (the CRD
+// rejects them) keeps every Pod: when unsure, update nothing.
 func PartitionCount(replicas int32, partition *intstr.IntOrString) int32 {
-	r := max(int(replicas), 0)
-	if partition == nil {
-		return 0
+	n, err := v1alpha1.ResolvePartition(partition, replicas)
+	if err != nil {
+		return max(replicas, 0)
 	}
-	n, ok := scaled(partition, r, true)
-	if !ok {
-		return int32(r)
-	}
-	if partition.Type == intstr.String && r > 1 && n >= r {
-		if pct, ok := percent(partition.StrVal); ok && pct < 100 {
-			n = r - 1
-		}
-	}
-	return int32(min(max(n, 0), r))
+	return n
 }
 
 // scaled resolves an int or percent against total. Negative results become

@@ -58,14 +58,15 @@ func checkPlan(t *testing.T, in Input, p Plan) {
 	}
 	for _, name := range p.Update {
 		pd := touch(name, "Update")
-		if pd.Updating || pd.SpecifiedDelete || pd.Revision == in.UpdateRevision {
-			fail("Update names %s, which is updating, specified for deletion or already on the update revision", name)
+		// A Pod mid-update may be moved again (it costs no budget).
+		if pd.SpecifiedDelete || pd.Revision == in.UpdateRevision {
+			fail("Update names %s, which is specified for deletion or already on the update revision", name)
 		}
 	}
 	for _, name := range p.Rollback {
 		pd := touch(name, "Rollback")
-		if pd.Updating || pd.SpecifiedDelete || pd.Revision == current || current == in.UpdateRevision {
-			fail("Rollback names %s, which is updating, specified for deletion, already current, or there is nothing to roll back to", name)
+		if pd.SpecifiedDelete || pd.Revision == current || current == in.UpdateRevision {
+			fail("Rollback names %s, which is specified for deletion, already current, or there is nothing to roll back to", name)
 		}
 	}
 	if in.Paused && len(p.Update)+len(p.Rollback) > 0 {

@@ -8,14 +8,10 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
-// ResolvePartition turns a partition (a count or a percent of replicas,
-// rounded up as the workloads do) into Pods, clamped to [0, replicas].
+// ResolvePartition turns a partition into Pods kept on the stable revision,
+// with the same rule the CloneSet applies (v1alpha1.ResolvePartition).
 func ResolvePartition(p intstr.IntOrString, replicas int32) (int32, error) {
-	v, err := intstr.GetScaledValueFromIntOrPercent(&p, int(replicas), true)
-	if err != nil {
-		return 0, fmt.Errorf("partition %s: %w", p.String(), err)
-	}
-	return int32(min(max(v, 0), int(replicas))), nil
+	return v1alpha1.ResolvePartition(&p, replicas)
 }
 
 // ResolveSteps builds the Steps input from a Rollout spec for the

@@ -20,7 +20,11 @@ func TestResolvePartition(t *testing.T) {
 	}{
 		{name: "count_as_is", p: num(3), replicas: 10, want: 3},
 		{name: "count_clamped_to_replicas", p: num(30), replicas: 10, want: 10},
-		{name: "percent_rounds_up_like_the_workload", p: pct("90%"), replicas: 5, want: 5},
+		{name: "percent_rounds_up", p: pct("70%"), replicas: 5, want: 4},
+		// 90% of 5 rounds up to 5, but below 100% one Pod must still move:
+		// the CloneSet keeps 4, so the gate must expect 1 updated Pod.
+		{name: "percent_below_100_always_moves_one_pod_like_the_workload", p: pct("90%"), replicas: 5, want: 4},
+		{name: "percent_below_100_of_one_replica_keeps_it", p: pct("90%"), replicas: 1, want: 1},
 		{name: "percent_of_ten", p: pct("50%"), replicas: 10, want: 5},
 		{name: "zero_percent", p: pct("0%"), replicas: 10, want: 0},
 		{name: "hundred_percent_is_every_pod", p: pct("100%"), replicas: 7, want: 7},
