@@ -10,8 +10,9 @@ import "time"
 // reconcile.fluxcd.io/requestedAt (meta.ReconcileRequestAnnotation), which is
 // honoured too.
 const (
-	// PromoteAtAnnotation skips the rest of the current step (its pause and
-	// its analysis) once the workload gate has passed.
+	// PromoteAtAnnotation skips the stage the current step is in once the
+	// workload gate has passed: its pause if it is pausing, otherwise its
+	// analysis. A step with both needs two promotes (or one after the pause).
 	PromoteAtAnnotation = "stepwise.dev/promote-at"
 	// AbortAtAnnotation aborts the rollout in progress: partition back to
 	// 100%, phase Aborted.
