@@ -209,11 +209,15 @@ type LifecycleHook struct {
 	MarkPodNotReady bool `json:"markPodNotReady,omitempty"`
 }
 
+// Status counts carry no omitempty: the controller writes the whole status
+// as one merge patch, and a count left out of it would keep its last value
+// instead of falling to 0.
+
 // CloneSetStatus is the observed state of a CloneSet.
 type CloneSetStatus struct {
 	// ObservedGeneration is the generation this status describes.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration"`
 	// Replicas is the number of Pods the CloneSet owns.
 	Replicas int32 `json:"replicas"`
 	// ReadyReplicas: Running, Ready, and InPlaceUpdateReady=True.
@@ -227,10 +231,10 @@ type CloneSetStatus struct {
 	UpdatedReadyReplicas int32 `json:"updatedReadyReplicas"`
 	// UpdatedAvailableReplicas: Pods on updateRevision that are available.
 	// +optional
-	UpdatedAvailableReplicas int32 `json:"updatedAvailableReplicas,omitempty"`
+	UpdatedAvailableReplicas int32 `json:"updatedAvailableReplicas"`
 	// ExpectedUpdatedReplicas is replicas minus partition.
 	// +optional
-	ExpectedUpdatedReplicas int32 `json:"expectedUpdatedReplicas,omitempty"`
+	ExpectedUpdatedReplicas int32 `json:"expectedUpdatedReplicas"`
 	// CurrentRevision is the revision every Pod was last on together.
 	// +optional
 	CurrentRevision string `json:"currentRevision,omitempty"`
@@ -275,8 +279,4 @@ type CloneSetList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []CloneSet `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&CloneSet{}, &CloneSetList{})
 }

@@ -509,7 +509,3 @@ type RolloutList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Rollout `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Rollout{}, &RolloutList{})
-}

@@ -52,8 +52,7 @@ func TestPipeIsNoTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	defer w.Close()
+	defer func() { _, _ = r.Close(), w.Close() }()
 	if IsTerminal(w) || ColorEnabled(w, func(string) string { return "" }) {
 		t.Error("a pipe taken for a terminal")
 	}

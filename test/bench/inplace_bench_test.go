@@ -259,6 +259,6 @@ func freeAddr(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,12 +288,4 @@ func (b *bed) events(g gomega.Gomega, ns, reason string) []string {
 		}
 	}
 	return msgs
-}
-
-func joinNames(pods []corev1.Pod) string {
-	var names []string
-	for _, p := range pods {
-		names = append(names, p.Name)
-	}
-	return strings.Join(names, ",")
 }

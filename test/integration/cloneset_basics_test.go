@@ -78,9 +78,13 @@ func TestCloneSetScaleSubresource(t *testing.T) {
 	g.Eventually(func(g Gomega) { g.Expect(listPods(g, ns)).To(HaveLen(1)) }, timeout).Should(Succeed())
 
 	scale := &autoscalingv1.Scale{}
-	g.Expect(env.client.SubResource("scale").Get(context.Background(), cs, scale)).To(Succeed())
-	scale.Spec.Replicas = 4
-	g.Expect(env.client.SubResource("scale").Update(context.Background(), cs, client.WithSubResourceBody(scale))).To(Succeed())
+	// The controller's status writes move the resourceVersion: retry the
+	// read-modify-write as kubectl scale and the HPA do.
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.client.SubResource("scale").Get(context.Background(), cs, scale)).To(Succeed())
+		scale.Spec.Replicas = 4
+		g.Expect(env.client.SubResource("scale").Update(context.Background(), cs, client.WithSubResourceBody(scale))).To(Succeed())
+	}, timeout).Should(Succeed())
 
 	g.Eventually(func(g Gomega) { g.Expect(listPods(g, ns)).To(HaveLen(4)) }, timeout).Should(Succeed())
 	g.Eventually(func(g Gomega) {

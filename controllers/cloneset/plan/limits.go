@@ -1,9 +1,6 @@
 package plan
 
 import (
-	"strconv"
-	"strings"
-
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
@@ -86,10 +83,4 @@ func scaled(v *intstr.IntOrString, total int, roundUp bool) (int, bool) {
 		return 0, false
 	}
 	return max(n, 0), true
-}
-
-// percent parses "N%".
-func percent(s string) (int, bool) {
-	n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
-	return n, err == nil && strings.HasSuffix(s, "%")
 }

@@ -138,8 +138,9 @@ func (d *decider) deadline() (left time.Duration, over bool) {
 // reject keeps every Pod off a revision that breaks the version policy.
 func (d *decider) reject() {
 	s, w := d.status(), d.in.Workload
-	first := !(d.in.Status.Phase == v1alpha1.RolloutAborted && d.in.Status.Reason == v1alpha1.ReasonVersionPolicyViolation &&
-		d.in.Status.CanaryRevision == w.UpdateRevision)
+	alreadyHeld := d.in.Status.Phase == v1alpha1.RolloutAborted && d.in.Status.Reason == v1alpha1.ReasonVersionPolicyViolation &&
+		d.in.Status.CanaryRevision == w.UpdateRevision
+	first := !alreadyHeld
 	d.clearRollout()
 	s.Phase = v1alpha1.RolloutAborted
 	s.Reason = v1alpha1.ReasonVersionPolicyViolation

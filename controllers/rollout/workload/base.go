@@ -82,11 +82,11 @@ func (b *base) PartitionManagers(ctx context.Context) ([]string, error) {
 func managersOwning(entries []metav1.ManagedFieldsEntry, path []string) ([]string, error) {
 	var out []string
 	for _, e := range entries {
-		if e.Manager == FieldManager || e.Subresource != "" || e.FieldsV1 == nil || len(e.FieldsV1.Raw) == 0 {
+		if e.Manager == FieldManager || e.Subresource != "" || e.FieldsV1 == nil || len(e.FieldsV1.GetRawBytes()) == 0 {
 			continue
 		}
 		var fields map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 			return nil, fmt.Errorf("decoding managed fields of manager %q: %w", e.Manager, err)
 		}
 		if holds(fields, path) {

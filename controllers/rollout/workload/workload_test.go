@@ -52,7 +52,7 @@ func TestObservationPartition(t *testing.T) {
 
 func TestManagersOwning(t *testing.T) {
 	entry := func(manager, subresource, fields string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, Subresource: subresource, FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		return metav1.ManagedFieldsEntry{Manager: manager, Subresource: subresource, FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	partition := `{"f:spec":{"f:updateStrategy":{"f:partition":{}}}}`
 	entries := []metav1.ManagedFieldsEntry{

@@ -48,7 +48,10 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin"))
+		if err := os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	testEnv := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
@@ -78,7 +81,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	env.kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(env.kubeconfig, kubeconfig, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -51,16 +51,16 @@ func Execute(ctx context.Context, streams genericiooptions.IOStreams, args []str
 	case errors.As(err, &ee):
 		code = ee.code
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
-		fmt.Fprintln(streams.ErrOut, "interrupted")
+		_, _ = fmt.Fprintln(streams.ErrOut, "interrupted")
 		return ExitInterrupted
 	}
-	fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+	_, _ = fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
 	if errors.As(err, new(*usageError)) {
 		cmd, _, findErr := root.Find(args)
 		if findErr != nil || cmd == nil {
 			cmd = root
 		}
-		fmt.Fprintf(streams.ErrOut, "See '%s --help' for usage.\n", cmd.CommandPath())
+		_, _ = fmt.Fprintf(streams.ErrOut, "See '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
 }
