@@ -356,8 +356,8 @@ func TestManagerDeployment(t *testing.T) {
 		t.Error("the Pod does not use the RuntimeDefault seccomp profile")
 	}
 	csc := c.SecurityContext
-	switch {
-	case csc == nil:
+	switch csc {
+	case nil:
 		t.Error("the container has no securityContext")
 	default:
 		if csc.ReadOnlyRootFilesystem == nil || !*csc.ReadOnlyRootFilesystem {
