@@ -199,7 +199,7 @@ func startManagerProcess(b *testing.B, kubeconfig string) *managerProcess {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if resp, err := http.Get("http://" + probeAddr + "/readyz"); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return m
 			}
@@ -217,7 +217,7 @@ func (m *managerProcess) writes(b *testing.B) float64 {
 	if err != nil {
 		b.Fatalf("scraping manager metrics: %v", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var total float64
 	scanner := bufio.NewScanner(resp.Body)
 	scanner.Buffer(make([]byte, 1<<20), 1<<20)

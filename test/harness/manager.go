@@ -53,9 +53,10 @@ type Manager struct {
 	RolloutMetrics *rollout.Metrics
 	Registry       *prometheus.Registry
 
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	cancel  context.CancelFunc
+	done    chan error
+	once    sync.Once
+	exitErr error
 }
 
 // StartManager runs the controllers until Stop. It returns once the caches
@@ -108,12 +109,14 @@ func StartManager(ctx context.Context, cfg *rest.Config) (*Manager, error) {
 	return m, nil
 }
 
+// ExitErr is what the manager returned when it stopped, nil before Stop.
+func (m *Manager) ExitErr() error { return m.exitErr }
+
 // Stop ends the manager and waits for it. Safe to call more than once.
 func (m *Manager) Stop() {
 	m.once.Do(func() {
 		m.cancel()
-		// The manager's own error on shutdown is not the caller's concern:
-		// Stop is called from cleanups that have nothing to report to.
-		_ = <-m.done
+		// Kept, not returned: Stop runs from cleanups with nobody to tell.
+		m.exitErr = <-m.done
 	})
 }

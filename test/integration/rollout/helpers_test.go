@@ -49,6 +49,8 @@ type controllerManager struct {
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
+	// exitErr is what the manager returned when stopped, for debugging.
+	exitErr error
 }
 
 // startController runs the Rollout reconciler alone, its cache limited to
@@ -96,7 +98,7 @@ func startController(t *testing.T, ns string) *controllerManager {
 func (m *controllerManager) stop() {
 	m.once.Do(func() {
 		m.cancel()
-		<-m.done
+		m.exitErr = <-m.done
 	})
 }
 
@@ -313,7 +315,7 @@ func managersOfPartition(obj client.Object, path ...string) []string {
 			continue
 		}
 		var fields map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		node, ok := fields, true

@@ -133,7 +133,7 @@ func TestTimedPauseRequeuesAndContinues(t *testing.T) {
 		kstatusProgressing(g, ro)
 	})
 	ready := ro.Status.StepReadyAt.Time
-	ro = eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		kstatusHealthy(g, ro)
 		g.Expect(ro.Status.StableRevision).To(Equal("web-2-0-0"))
 	})

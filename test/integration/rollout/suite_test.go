@@ -58,7 +58,10 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin"))
+		if err := os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	testEnv := &envtest.Environment{
 		CRDDirectoryPaths: []string{
