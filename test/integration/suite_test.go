@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/zap/zapcore"
@@ -18,12 +17,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/cloneset"
+	"github.com/stepwise-dev/stepwise/test/envtestenv"
 )
 
 // env is shared by the package's tests: one API server start per package
@@ -40,20 +39,10 @@ func TestMain(m *testing.M) {
 
 func runSuite(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
-	root, err := repoRoot()
+	testEnv, err := envtestenv.New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		if err := os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin")); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	testEnv := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()
 	if err != nil {
@@ -107,21 +96,4 @@ func zapLevel() zapcore.Level {
 		return zapcore.DebugLevel
 	}
 	return zapcore.ErrorLevel
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

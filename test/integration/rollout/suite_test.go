@@ -31,10 +31,10 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/test/envtestenv"
 )
 
 // env is shared by the package's tests: one API server and one fake
@@ -52,23 +52,12 @@ func TestMain(m *testing.M) {
 
 func runSuite(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
-	root, err := repoRoot()
+	// The Kruise CloneSet CRD lets the Kruise adapter run against a real
+	// API server without Kruise itself.
+	testEnv, err := envtestenv.New(filepath.Join("test", "integration", "rollout", "testdata"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		if err := os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin")); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	testEnv := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "config", "crd", "bases"),
-			filepath.Join(root, "test", "integration", "rollout", "testdata"),
-		},
-		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()
 	if err != nil {
@@ -97,23 +86,6 @@ func zapLevel() zapcore.Level {
 		return zapcore.DebugLevel
 	}
 	return zapcore.ErrorLevel
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // fakePrometheus answers /api/v1/query like Prometheus does. Queries carry

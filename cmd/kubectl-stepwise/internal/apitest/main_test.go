@@ -24,6 +24,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/cmd/kubectl-stepwise/internal/commands"
+	"github.com/stepwise-dev/stepwise/test/envtestenv"
 )
 
 // suite is what TestMain sets up once for every test of the package: one
@@ -42,20 +43,10 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	root, err := repoRoot()
+	testEnv, err := envtestenv.New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		if err := os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin")); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	testEnv := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := testEnv.Start()
 	if err != nil {
@@ -106,23 +97,6 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // syncBuffer is written by a command running in a goroutine and read by
