@@ -3,6 +3,7 @@ package cloneset
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,7 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	round := &syncRound{cs: cs, now: r.Clock.Now()}
 	defer func() {
 		if err := r.patchStatus(ctx, original, round, retErr == nil); err != nil {
-			retErr = kerrorsJoin(retErr, err)
+			retErr = errors.Join(retErr, err)
 		}
 	}()
 
@@ -105,6 +106,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	round.pods = pods
+	round.podsByName = make(map[string]*corev1.Pod, len(pods))
+	for _, pod := range pods {
+		round.podsByName[pod.Name] = pod
+	}
 	revs, err := r.syncRevisions(ctx, cs, pods)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -132,11 +137,28 @@ type syncRound struct {
 	now             time.Time
 	selector        labels.Selector
 	pods            []*corev1.Pod
+	podsByName      map[string]*corev1.Pod
 	revs            *revisionSet
 	expectedUpdated int32
 	findings        statusFindings
 	// statusOnly means the pods were not acted on this round.
 	statusOnly bool
+	// counts are the Pods as status reports them, once computed.
+	counts *podCounts
+}
+
+// podCounts counts the round's Pods once; sync (for its requeue) and the
+// status patch both read it.
+func (round *syncRound) podCounts() podCounts {
+	if round.counts == nil {
+		updateRevision := ""
+		if round.revs != nil {
+			updateRevision = round.revs.update.Name
+		}
+		c := countPods(round.pods, updateRevision, round.cs.Spec.MinReadySeconds, inplace.IsUpdating, round.now)
+		round.counts = &c
+	}
+	return *round.counts
 }
 
 func validateSelector(cs *stepwisev1.CloneSet) (labels.Selector, string) {
@@ -161,13 +183,7 @@ func validateSelector(cs *stepwisev1.CloneSet) (labels.Selector, string) {
 // never takes a half-applied spec as observed.
 func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.CloneSet, round *syncRound, succeeded bool) error {
 	cs := round.cs
-	var counts podCounts
-	isUpdating := func(p *corev1.Pod) bool { return inplace.IsUpdating(p) }
-	updateRevision := ""
-	if round.revs != nil {
-		updateRevision = round.revs.update.Name
-	}
-	counts = countPods(round.pods, updateRevision, cs.Spec.MinReadySeconds, isUpdating, round.now)
+	counts := round.podCounts()
 	selector := ""
 	if round.selector != nil {
 		selector = round.selector.String()
@@ -201,12 +217,4 @@ func (r *Reconciler) event(cs *stepwisev1.CloneSet, eventType, reason, message s
 		return
 	}
 	r.Recorder.Eventf(cs, nil, eventType, reason, reason, "%s", message)
-}
-
-// kerrorsJoin keeps both the reconcile error and the status error.
-func kerrorsJoin(a, b error) error {
-	if a == nil {
-		return b
-	}
-	return fmt.Errorf("%w; %w", a, b)
 }

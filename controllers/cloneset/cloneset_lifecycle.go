@@ -68,15 +68,9 @@ func (r *Reconciler) holdForHook(ctx context.Context, round *syncRound, key type
 	if lifecycleState(pod) == state {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels": map[string]string{stepwisev1.LifecycleStateLabel: state},
-	}})
+	written, err := r.setLifecycleState(ctx, key, pod, state)
 	if err != nil {
-		return fmt.Errorf("encoding lifecycle patch: %w", err)
-	}
-	written := pod.DeepCopy()
-	if err := r.Client.Patch(ctx, written, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("marking pod %s %s: %w", pod.Name, state, err)
+		return err
 	}
 	if hook.MarkPodNotReady {
 		condition := map[string]any{
@@ -97,20 +91,21 @@ func (r *Reconciler) holdForHook(ctx context.Context, round *syncRound, key type
 	return nil
 }
 
-// setLifecycleState records a lifecycle state with one label patch.
-func (r *Reconciler) setLifecycleState(ctx context.Context, key types.NamespacedName, pod *corev1.Pod, state string) error {
+// setLifecycleState records a lifecycle state with one label patch and
+// returns the Pod as written.
+func (r *Reconciler) setLifecycleState(ctx context.Context, key types.NamespacedName, pod *corev1.Pod, state string) (*corev1.Pod, error) {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels": map[string]string{stepwisev1.LifecycleStateLabel: state},
 	}})
 	if err != nil {
-		return fmt.Errorf("encoding lifecycle patch: %w", err)
+		return nil, fmt.Errorf("encoding lifecycle patch: %w", err)
 	}
 	written := pod.DeepCopy()
 	if err := r.Client.Patch(ctx, written, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("setting pod %s lifecycle state %s: %w", pod.Name, state, err)
+		return nil, fmt.Errorf("setting pod %s lifecycle state %s: %w", pod.Name, state, err)
 	}
 	r.expectWritten(key, written)
-	return nil
+	return written, nil
 }
 
 // syncLifecycle finishes what hooks held back, before the plan is made:
@@ -131,7 +126,7 @@ func (r *Reconciler) syncLifecycle(ctx context.Context, round *syncRound, key ty
 			}
 		case stepwisev1.LifecycleStateUpdated:
 			if hooked(pod, inPlaceUpdateHook(cs)) {
-				if err := r.setLifecycleState(ctx, key, pod, stepwisev1.LifecycleStateNormal); err != nil {
+				if _, err := r.setLifecycleState(ctx, key, pod, stepwisev1.LifecycleStateNormal); err != nil {
 					return err
 				}
 			}

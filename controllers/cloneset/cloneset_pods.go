@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/pkg/inplace"
 )
 
 // ownedPods lists the Pods this CloneSet controls, from the cache.
@@ -57,31 +58,17 @@ func (r *Reconciler) newPod(cs *stepwisev1.CloneSet, rev *appsv1.ControllerRevis
 	if cs.Spec.Lifecycle != nil {
 		pod.Labels[stepwisev1.LifecycleStateLabel] = stepwisev1.LifecycleStateNormal
 	}
-	if !hasReadinessGate(pod) {
-		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: stepwisev1.InPlaceUpdateReady})
-	}
+	inplace.EnsureReadinessGate(&pod.Spec)
 	if err := controllerutil.SetControllerReference(cs, pod, r.Scheme); err != nil {
 		return nil, fmt.Errorf("owning new pod: %w", err)
 	}
 	return pod, nil
 }
 
-func hasReadinessGate(pod *corev1.Pod) bool {
-	for _, gate := range pod.Spec.ReadinessGates {
-		if gate.ConditionType == stepwisev1.InPlaceUpdateReady {
-			return true
-		}
-	}
-	return false
-}
-
-// podReady is the CloneSet's notion of ready: Running, Ready, and not in the
-// middle of an in-place update.
+// podReady is the CloneSet's notion of ready: the engine's (Running, Ready,
+// InPlaceUpdateReady) and not being deleted.
 func podReady(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
-		return false
-	}
-	return conditionTrue(pod, corev1.PodReady) && conditionTrue(pod, stepwisev1.InPlaceUpdateReady)
+	return pod.DeletionTimestamp == nil && inplace.Ready(pod)
 }
 
 // podAvailable is ready for at least minReadySeconds. It also returns how
@@ -115,13 +102,4 @@ func readySince(pod *corev1.Pod) time.Time {
 		}
 	}
 	return since
-}
-
-func conditionTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == t {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -76,7 +77,7 @@ func (r *Reconciler) syncRevisions(ctx context.Context, cs *stepwisev1.CloneSet,
 	if err != nil {
 		return nil, fmt.Errorf("encoding pod template: %w", err)
 	}
-	collisionCount := ptrValue(cs.Status.CollisionCount)
+	collisionCount := ptr.Deref(cs.Status.CollisionCount, 0)
 	var nextNumber int64 = 1
 	if len(revisions) > 0 {
 		nextNumber = revisions[len(revisions)-1].Revision + 1
@@ -211,12 +212,4 @@ func copySelectorLabels(cs *stepwisev1.CloneSet) map[string]string {
 		}
 	}
 	return labels
-}
-
-func ptrValue[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
@@ -91,7 +92,7 @@ func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet,
 			status.CollisionCount = &cc
 		}
 		// currentRevision moves once every Pod runs the update revision.
-		desired := ptrValue(cs.Spec.Replicas)
+		desired := ptr.Deref(cs.Spec.Replicas, 0)
 		if counts.updated == desired && counts.replicas == desired && counts.updating == 0 {
 			status.CurrentRevision = revs.update.Name
 		}
@@ -103,7 +104,7 @@ func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet,
 	}
 	clear := func(t string) { apimeta.RemoveStatusCondition(&status.Conditions, t) }
 
-	desired := ptrValue(cs.Spec.Replicas)
+	desired := ptr.Deref(cs.Spec.Replicas, 0)
 	settled := counts.replicas == desired && counts.updating == 0 &&
 		counts.updatedReady >= expectedUpdated && counts.ready == desired &&
 		// partition held: no more Pods on the update revision than asked,

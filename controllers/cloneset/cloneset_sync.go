@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -62,27 +63,22 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	if err := r.deletePods(ctx, round, key, p.Delete); err != nil {
 		return 0, err
 	}
-	byName := map[string]*corev1.Pod{}
-	for _, pod := range round.pods {
-		byName[pod.Name] = pod
-	}
 	for _, name := range p.Update {
-		delay, err := r.movePod(ctx, round, key, byName[name], round.revs.update)
+		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.update)
 		if err != nil {
 			return 0, err
 		}
 		requeue.at(delay)
 	}
 	for _, name := range p.Rollback {
-		delay, err := r.movePod(ctx, round, key, byName[name], round.revs.current)
+		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.current)
 		if err != nil {
 			return 0, err
 		}
 		requeue.at(delay)
 	}
 
-	counts := countPods(round.pods, round.revs.update.Name, cs.Spec.MinReadySeconds, inplace.IsUpdating, round.now)
-	requeue.at(counts.nextAvailable)
+	requeue.at(round.podCounts().nextAvailable)
 	return requeue.d, nil
 }
 
@@ -107,7 +103,7 @@ func (r *Reconciler) planInput(cs *stepwisev1.CloneSet, round *syncRound) plan.I
 		toDelete[name] = true
 	}
 	in := plan.Input{
-		Replicas:            ptrValue(cs.Spec.Replicas),
+		Replicas:            ptr.Deref(cs.Spec.Replicas, 0),
 		Partition:           strategy.Partition,
 		MaxUnavailable:      strategy.MaxUnavailable,
 		MaxSurge:            maxSurge,
@@ -172,12 +168,8 @@ func (r *Reconciler) createPods(ctx context.Context, round *syncRound, key types
 }
 
 func (r *Reconciler) deletePods(ctx context.Context, round *syncRound, key types.NamespacedName, deletions []plan.Deletion) error {
-	byName := map[string]*corev1.Pod{}
-	for _, pod := range round.pods {
-		byName[pod.Name] = pod
-	}
 	for _, d := range deletions {
-		pod := byName[d.Name]
+		pod := round.podsByName[d.Name]
 		if pod == nil {
 			continue
 		}
@@ -314,7 +306,7 @@ func (r *Reconciler) refreshPod(ctx context.Context, round *syncRound, key types
 			if res.Pod != nil {
 				latest = res.Pod
 			}
-			if err := r.setLifecycleState(ctx, key, latest, stepwisev1.LifecycleStateUpdated); err != nil {
+			if _, err := r.setLifecycleState(ctx, key, latest, stepwisev1.LifecycleStateUpdated); err != nil {
 				return 0, err
 			}
 		}
@@ -361,13 +353,9 @@ func blockerGrace(round *syncRound, blockers []string) time.Duration {
 	if len(blockers) == 0 {
 		return 0
 	}
-	byName := map[string]*corev1.Pod{}
-	for _, pod := range round.pods {
-		byName[pod.Name] = pod
-	}
 	wait := blockedReportDelay
 	for _, name := range blockers {
-		pod := byName[name]
+		pod := round.podsByName[name]
 		if pod == nil {
 			continue
 		}
