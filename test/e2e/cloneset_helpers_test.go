@@ -67,6 +67,13 @@ func (b *bed) startManager(t *testing.T) {
 	b.mu.Unlock()
 }
 
+// currentManager is the running manager, for its metrics.
+func (b *bed) currentManager() *harness.Manager {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.manager
+}
+
 func (b *bed) stopManager() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -99,6 +100,15 @@ func testInPlaceImageUpdate(t *testing.T, b *bed) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(b.events(g, ns, stepwisev1.EventSuccessfulUpdatePodInPlace)).To(HaveLen(3))
 	}, 30*time.Second).Should(Succeed())
+
+	// The controller's own metrics tell the same story: three started,
+	// three succeeded, three durations, nothing failed or recreated.
+	m := b.currentManager().Metrics
+	g.Expect(testutil.ToFloat64(m.InPlaceUpdatesStarted.WithLabelValues(ns, "web"))).To(BeEquivalentTo(3))
+	g.Expect(testutil.ToFloat64(m.InPlaceUpdatesSucceeded.WithLabelValues(ns, "web"))).To(BeEquivalentTo(3))
+	g.Expect(testutil.ToFloat64(m.InPlaceUpdatesFailed.WithLabelValues(ns, "web"))).To(BeEquivalentTo(0))
+	g.Expect(testutil.ToFloat64(m.PodsRecreated.WithLabelValues(ns, "web"))).To(BeEquivalentTo(0))
+	g.Expect(testutil.CollectAndCount(m.InPlaceUpdateDuration)).To(BeNumerically(">=", 1))
 }
 
 func testEnvChange(t *testing.T, b *bed) {
