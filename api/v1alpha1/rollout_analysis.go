@@ -46,8 +46,17 @@ func (a *AnalysisSpec) override(o *AnalysisSpec) {
 	if o.Inconclusive != "" {
 		a.Inconclusive = o.Inconclusive
 	}
+	if o.InconclusiveLimit != nil {
+		a.InconclusiveLimit = o.InconclusiveLimit
+	}
 	if o.ConsecutiveErrorLimit != nil {
 		a.ConsecutiveErrorLimit = o.ConsecutiveErrorLimit
+	}
+	if o.InitialDelay != nil {
+		a.InitialDelay = o.InitialDelay
+	}
+	if o.ScrapeMargin != nil {
+		a.ScrapeMargin = o.ScrapeMargin
 	}
 	if len(o.Args) > 0 && a.Args == nil {
 		a.Args = map[string]string{}
@@ -76,9 +85,22 @@ func (a *AnalysisSpec) setDefaults() {
 	if a.ConsecutiveErrorLimit == nil {
 		a.ConsecutiveErrorLimit = new(DefaultConsecutiveErrorLimit)
 	}
+	if a.InconclusiveLimit == nil {
+		a.InconclusiveLimit = new(DefaultInconclusiveLimit)
+	}
+	if a.InitialDelay == nil {
+		a.InitialDelay = &metav1.Duration{}
+	}
+	if a.ScrapeMargin == nil {
+		a.ScrapeMargin = &metav1.Duration{Duration: DefaultScrapeMargin}
+	}
 	for i := range a.Metrics {
-		if p := a.Metrics[i].Prometheus; p != nil && p.Timeout == nil {
+		m := &a.Metrics[i]
+		if p := m.Prometheus; p != nil && p.Timeout == nil {
 			p.Timeout = &metav1.Duration{Duration: DefaultPrometheusTimeout}
+		}
+		if m.InconclusiveLimit == nil {
+			m.InconclusiveLimit = a.InconclusiveLimit
 		}
 	}
 }

@@ -95,6 +95,10 @@ const (
 	ReasonWorkloadUnsupported = "WorkloadUnsupported"
 	// ReasonInvalidSpec: the spec cannot be applied to the workload.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonInvalidAnalysis: a metric's query template uses a construct
+	// that is not allowed, or its PromQL does not parse and no initialDelay
+	// says how long to wait; the message names the field.
+	ReasonInvalidAnalysis = "InvalidAnalysis"
 	// ReasonReconcileFailed: a request to the API server failed; the
 	// reconcile is retried with backoff.
 	ReasonReconcileFailed = "ReconcileFailed"
@@ -127,8 +131,13 @@ const (
 	// EventAnalysisFailed: a metric failed; the rollout aborts.
 	EventAnalysisFailed = "AnalysisFailed"
 	// EventMeasurementError: a query could not be run (network, auth,
-	// template, Secret); errors count towards consecutiveErrorLimit.
+	// template, Secret, a window reaching before the canary); errors count
+	// towards consecutiveErrorLimit.
 	EventMeasurementError = "MeasurementError"
+	// EventMeasurementScheduled: a metric's first measurement of a step is
+	// set, after the canary's readiness plus the query's lookback and the
+	// scrape margin (or initialDelay), and says why then.
+	EventMeasurementScheduled = "MeasurementScheduled"
 )
 
 // Defaults applied in code, not by the CRD schema: a step's analysis
@@ -139,6 +148,8 @@ const (
 	DefaultAnalysisCount         = int32(5)
 	DefaultFailureLimit          = int32(0)
 	DefaultConsecutiveErrorLimit = int32(4)
+	DefaultInconclusiveLimit     = int32(2)
+	DefaultScrapeMargin          = 30 * time.Second
 	DefaultInconclusivePolicy    = InconclusivePause
 	DefaultPrometheusTimeout     = 10 * time.Second
 )

@@ -155,7 +155,7 @@ type StepPause struct {
 }
 
 // StepAnalysis overrides or skips the analysis of one step.
-// +kubebuilder:validation:XValidation:rule="!has(self.skip) || !self.skip || !(has(self.interval) || has(self.count) || has(self.failureLimit) || has(self.inconclusive) || has(self.consecutiveErrorLimit) || has(self.args) || has(self.metrics))",message="spec.steps[].analysis.skip cannot be combined with other analysis fields"
+// +kubebuilder:validation:XValidation:rule="!has(self.skip) || !self.skip || !(has(self.interval) || has(self.count) || has(self.failureLimit) || has(self.inconclusive) || has(self.inconclusiveLimit) || has(self.consecutiveErrorLimit) || has(self.initialDelay) || has(self.scrapeMargin) || has(self.args) || has(self.metrics))",message="spec.steps[].analysis.skip cannot be combined with other analysis fields"
 type StepAnalysis struct {
 	// Skip runs no analysis after this step.
 	// +optional
@@ -194,12 +194,44 @@ type AnalysisSpec struct {
 	// +optional
 	Inconclusive InconclusivePolicy `json:"inconclusive,omitempty"`
 
+	// InconclusiveLimit is how many inconclusive measurements in a row (no
+	// data, NaN, ±Inf, several series) a metric tolerates: one more makes it
+	// Inconclusive. A measurement with a value resets the streak. Inconclusive
+	// measurements never count towards count, so a canary that keeps
+	// answering nothing never passes. Defaults to 2; a metric may set its own.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	InconclusiveLimit *int32 `json:"inconclusiveLimit,omitempty"`
+
 	// ConsecutiveErrorLimit is how many query errors in a row a metric
 	// tolerates before it is inconclusive. Defaults to 4.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	ConsecutiveErrorLimit *int32 `json:"consecutiveErrorLimit,omitempty"`
+
+	// InitialDelay is the least time between the step's canary Pods all
+	// being ready on the canary revision and a metric's first measurement.
+	// The first measurement waits for the longer of this and the query's
+	// lookback (its longest range plus offset, read from the PromQL) plus
+	// scrapeMargin, so that no measurement reads the data the same Pods
+	// produced on the previous revision. Unset: the lookback rule alone.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="analysis.initialDelay must be a duration such as 30s or 2m"
+	InitialDelay *metav1.Duration `json:"initialDelay,omitempty"`
+
+	// ScrapeMargin is added to a query's lookback before its first
+	// measurement: time for Prometheus to scrape the canary on its new
+	// revision (at least two scrape intervals, so that rate() has two
+	// samples) and for clocks to disagree a little. Defaults to 30s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="analysis.scrapeMargin must be a duration such as 30s or 1m"
+	ScrapeMargin *metav1.Duration `json:"scrapeMargin,omitempty"`
 
 	// Args are available to queries as {{ .Args.name }}.
 	// +optional
@@ -229,6 +261,12 @@ type Metric struct {
 
 	// ThresholdRange is where a value must be to count as successful.
 	ThresholdRange ThresholdRange `json:"thresholdRange"`
+
+	// InconclusiveLimit overrides the analysis' inconclusiveLimit for this metric.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	InconclusiveLimit *int32 `json:"inconclusiveLimit,omitempty"`
 }
 
 // PrometheusMetric is an instant query against a Prometheus-compatible API.
@@ -242,8 +280,10 @@ type PrometheusMetric struct {
 
 	// Query is a Go template of a PromQL expression. It sees .Namespace,
 	// .Workload, .StableRevision, .CanaryRevision, .CanaryPods and .StablePods
-	// (regexes of Pod names) and .Args. Its result must be a scalar or a
-	// one-element vector.
+	// (regexes of Pod names), .CanaryAge (the time since the step's canary
+	// Pods were all ready on the canary revision, as a PromQL duration, for
+	// windows such as [{{ .CanaryAge }}]) and .Args. Its result must be a
+	// scalar or a one-element vector.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=8192
 	Query string `json:"query"`
@@ -419,6 +459,12 @@ type AnalysisStatus struct {
 	Revision string `json:"revision"`
 	// StartedAt is when the analysis started (the pause ended).
 	StartedAt metav1.Time `json:"startedAt"`
+	// CanaryReadyAt is when the step's canary Pods were all ready on the
+	// canary revision, as the workload gate saw it. No measurement reads
+	// data from before it: .CanaryAge counts from here, and a metric's
+	// first measurement waits for its query's lookback after it.
+	// +optional
+	CanaryReadyAt *metav1.Time `json:"canaryReadyAt,omitempty"`
 	// Phase is the verdict so far.
 	// +optional
 	Phase AnalysisPhase `json:"phase,omitempty"`
@@ -452,6 +498,18 @@ type MetricStatus struct {
 	// ConsecutiveErrors resets on any measurement that is not an error.
 	// +optional
 	ConsecutiveErrors int32 `json:"consecutiveErrors,omitempty"`
+	// ConsecutiveInconclusive resets on any measurement with a value.
+	// +optional
+	ConsecutiveInconclusive int32 `json:"consecutiveInconclusive,omitempty"`
+	// Lookback is how far back the query reads at the canary's readiness
+	// (its longest range plus offset, ranges bound by .CanaryAge counting
+	// for nothing), as a PromQL duration such as 1m.
+	// +optional
+	Lookback string `json:"lookback,omitempty"`
+	// FirstMeasurementAt is when the first measurement is due: canaryReadyAt
+	// plus the longer of lookback + scrapeMargin and initialDelay.
+	// +optional
+	FirstMeasurementAt *metav1.Time `json:"firstMeasurementAt,omitempty"`
 	// LastValue is the last value read, as text.
 	// +optional
 	LastValue string `json:"lastValue,omitempty"`

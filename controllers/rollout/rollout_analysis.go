@@ -3,15 +3,14 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
 	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
@@ -38,21 +37,9 @@ func DefaultProviderFactory(m v1alpha1.PrometheusMetric, bearerToken string) (an
 	return prometheus.New(cfg)
 }
 
-// settle is the requeue after a verdict is reached, so that the step
-// decision reads it at once instead of at the next event.
-const settle = time.Second
-
-// measured is one measurement taken this round, for the Prometheus metrics.
-type measured struct {
-	metric string
-	m      analysis.Measurement
-}
-
-// runAnalysis does what the decision asks of status.analysis. While the
-// analysis runs it takes, per metric, at most one measurement per reconcile
-// and only when one is due (an interval after the last), stores it, tallies
-// it and assesses the verdict; it returns when to look again: the next due
-// measurement, or at once when a verdict was reached. Nothing is polled.
+// runAnalysis does what the step decision asks of status.analysis: clear
+// it, keep it, or run the step's analysis one round (stepanalysis.Run)
+// and write what that returns.
 func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation) (time.Duration, error) {
 	st := &rd.ro.Status
 	switch rd.decision.Analysis {
@@ -70,206 +57,51 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 	if !ok {
 		return 0, nil
 	}
-	if rd.decision.Analysis == step.AnalysisStart || currentAnalysis(st) == nil {
-		st.Analysis = &v1alpha1.AnalysisStatus{
-			StepIndex: i,
-			Revision:  st.CanaryRevision,
-			StartedAt: metav1.NewTime(rd.decision.Status.AnalysisStartedAt).Rfc3339Copy(),
-			Phase:     v1alpha1.AnalysisRunning,
-		}
+	res, err := stepanalysis.Run(ctx, stepanalysis.Input{
+		Now:           rd.now,
+		Spec:          spec,
+		Status:        st.Analysis,
+		Start:         rd.decision.Analysis == step.AnalysisStart,
+		StepIndex:     i,
+		Steps:         len(rd.ro.Spec.Steps),
+		Revision:      st.CanaryRevision,
+		StartedAt:     rd.decision.Status.AnalysisStartedAt,
+		CanaryReadyAt: canaryReadyAt(st),
+	}, &measurer{r: r, ro: rd.ro, args: spec.Args, wl: wl, obs: obs})
+	if err != nil {
+		return 0, err
 	}
-	a := st.Analysis
-	syncMetricStatuses(a, spec.Metrics)
-	if a.Phase != v1alpha1.AnalysisRunning && a.Phase != "" {
-		// Decided in an earlier round; the step decision acts on it next.
-		return settle, nil
+	st.Analysis = &res.Status
+	for _, m := range res.Measurements {
+		appendMeasurement(st, m)
 	}
-
-	interval := spec.Interval.Duration
-	limits := analysis.Limits{
-		Count:                 int(*spec.Count),
-		FailureLimit:          int(*spec.FailureLimit),
-		ConsecutiveErrorLimit: new(int(*spec.ConsecutiveErrorLimit)),
+	for _, t := range res.Taken {
+		rd.measured = append(rd.measured, measured{metric: t.Metric, m: t.Measurement})
 	}
-	var vars *analysis.Vars
-	fresh := map[string]analysis.Verdict{}
-	for k, m := range spec.Metrics {
-		ms := &a.Metrics[k]
-		if ms.Phase != v1alpha1.AnalysisRunning {
-			continue
-		}
-		if rd.now.Before(analysis.NextMeasurementAt(lastMeasured(*ms), interval)) {
-			continue
-		}
-		if vars == nil {
-			v, err := r.queryVars(ctx, rd.ro, spec.Args, wl, obs)
-			if err != nil {
-				return 0, err
-			}
-			vars = &v
-		}
-		meas := r.measure(ctx, rd.ro, m, *vars)
-		verdict := analysis.Assess(append(history(*ms, limits), meas), limits)
-		tally(ms, meas, verdict, rd.now)
-		appendMeasurement(st, v1alpha1.Measurement{
-			Metric: m.Name, Step: i, Value: formatValue(meas.Value),
-			Phase: v1alpha1.MeasurementPhase(meas.Phase), Message: meas.Message,
-			Time: metav1.NewTime(rd.now).Rfc3339Copy(),
-		})
-		rd.measured = append(rd.measured, measured{metric: m.Name, m: meas})
-		if meas.Phase == analysis.PhaseError {
-			rd.events = append(rd.events, step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventMeasurementError,
-				Message: fmt.Sprintf("step %d/%d: metric %s: %s", i+1, len(rd.ro.Spec.Steps), m.Name, meas.Message)})
-		}
-		fresh[m.Name] = verdict
+	rd.events = append(rd.events, res.Events...)
+	if res.Waiting != "" {
+		st.Message += ": " + res.Waiting
 	}
-
-	perMetric := make(map[string]analysis.Verdict, len(a.Metrics))
-	for _, ms := range a.Metrics {
-		if v, ok := fresh[ms.Name]; ok {
-			perMetric[ms.Name] = v
-			continue
-		}
-		perMetric[ms.Name] = analysis.Verdict{Phase: analysis.VerdictPhase(ms.Phase)}
-	}
-	total := analysis.AssessAll(perMetric)
-	a.Phase = v1alpha1.AnalysisPhase(total.Phase)
-	if total.Phase.Done() {
-		a.Message = total.Message
-		switch total.Phase {
-		case analysis.VerdictPassed:
-			rd.events = append(rd.events, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventAnalysisPassed,
-				Message: fmt.Sprintf("step %d/%d: analysis passed: %s", i+1, len(rd.ro.Spec.Steps), total.Message)})
-		case analysis.VerdictFailed:
-			rd.events = append(rd.events, step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventAnalysisFailed,
-				Message: fmt.Sprintf("step %d/%d: analysis failed: %s", i+1, len(rd.ro.Spec.Steps), total.Message)})
-		}
-		return settle, nil
-	}
-	a.Message = ""
-	return nextMeasurement(a, interval, rd.now), nil
+	return res.RequeueAfter, nil
 }
 
-// syncMetricStatuses keeps one tally per metric of the spec, in spec order:
-// a metric added to the spec mid-analysis starts with an empty tally, a
-// removed one is dropped.
-func syncMetricStatuses(a *v1alpha1.AnalysisStatus, metrics []v1alpha1.Metric) {
-	byName := make(map[string]v1alpha1.MetricStatus, len(a.Metrics))
-	for _, ms := range a.Metrics {
-		byName[ms.Name] = ms
-	}
-	out := make([]v1alpha1.MetricStatus, 0, len(metrics))
-	for _, m := range metrics {
-		ms, ok := byName[m.Name]
-		if !ok {
-			ms = v1alpha1.MetricStatus{Name: m.Name}
-		}
-		if ms.Phase == "" {
-			ms.Phase = v1alpha1.AnalysisRunning
-		}
-		out = append(out, ms)
-	}
-	a.Metrics = out
-}
-
-// nextMeasurement is the wait until the earliest due measurement of a
-// running metric.
-func nextMeasurement(a *v1alpha1.AnalysisStatus, interval time.Duration, now time.Time) time.Duration {
-	var next time.Duration
-	for _, ms := range a.Metrics {
-		if ms.Phase != v1alpha1.AnalysisRunning {
-			continue
-		}
-		wait := max(analysis.NextMeasurementAt(lastMeasured(ms), interval).Sub(now), time.Millisecond)
-		if next == 0 || wait < next {
-			next = wait
-		}
-	}
-	return next
-}
-
-// lastMeasured is when the metric was last measured, at the latest: status
-// keeps times to the second, so a measurement taken at 10.9s reads back as
-// 10s, and counting the interval from 10s would shorten it. Counting from
-// the end of that second makes it never shorter than configured.
-func lastMeasured(ms v1alpha1.MetricStatus) time.Time {
-	if ms.LastMeasuredAt == nil {
+// canaryReadyAt is when the step's canary Pods were all ready on the
+// canary revision, at the latest: the step's gate passed at stepReadyAt,
+// which the workload's status only reports once every Pod it counts is
+// ready. Status keeps that time to the second, rounded down, so one second
+// is added. This holds for every adapter, whose canaries all keep their
+// names: in place, or recreated under the same StatefulSet ordinal.
+func canaryReadyAt(st *v1alpha1.RolloutStatus) time.Time {
+	if st.StepReadyAt == nil {
 		return time.Time{}
 	}
-	return ms.LastMeasuredAt.Add(time.Second)
+	return st.StepReadyAt.Add(time.Second)
 }
 
-// history rebuilds, from a metric's tally, a measurement history that
-// analysis.Assess judges as the real one was judged: the status keeps
-// counters rather than every measurement (status.measurements is bounded),
-// so that a verdict survives a controller restart however many were taken.
-//
-// The tally is that of a Running metric, so no limit was broken: failures
-// are within failureLimit, inconclusive ones within the (zero) inconclusive
-// limit, and error streaks within consecutiveErrorLimit. Earlier errors are
-// laid out in streaks no longer than that limit, each closed by a measurement
-// with a result, and the current streak (ConsecutiveErrors) goes last, so the
-// next measurement is judged against the right streak and numbered right.
-func history(ms v1alpha1.MetricStatus, limits analysis.Limits) []analysis.Measurement {
-	streak := analysis.DefaultConsecutiveErrorLimit
-	if limits.ConsecutiveErrorLimit != nil {
-		streak = *limits.ConsecutiveErrorLimit
-	}
-	streak = max(streak, 1)
-	results := make([]analysis.Phase, 0, ms.Successful+ms.Failed+ms.Inconclusive)
-	for _, n := range []struct {
-		phase analysis.Phase
-		count int32
-	}{{analysis.PhaseSuccessful, ms.Successful}, {analysis.PhaseFailed, ms.Failed}, {analysis.PhaseInconclusive, ms.Inconclusive}} {
-		for range n.count {
-			results = append(results, n.phase)
-		}
-	}
-	out := make([]analysis.Measurement, 0, ms.Successful+ms.Failed+ms.Inconclusive+ms.Errors)
-	add := func(p analysis.Phase) { out = append(out, analysis.Measurement{Phase: p}) }
-	earlier := int(max(ms.Errors-ms.ConsecutiveErrors, 0))
-	for earlier > 0 && len(results) > 0 {
-		for range min(streak, earlier) {
-			add(analysis.PhaseError)
-		}
-		earlier -= min(streak, earlier)
-		add(results[0])
-		results = results[1:]
-	}
-	for range earlier {
-		add(analysis.PhaseError)
-	}
-	for _, p := range results {
-		add(p)
-	}
-	for range ms.ConsecutiveErrors {
-		add(analysis.PhaseError)
-	}
-	return out
-}
-
-// tally counts a new measurement into its metric's status.
-func tally(ms *v1alpha1.MetricStatus, m analysis.Measurement, v analysis.Verdict, now time.Time) {
-	ms.Count++
-	switch m.Phase {
-	case analysis.PhaseSuccessful:
-		ms.Successful++
-		ms.ConsecutiveErrors = 0
-	case analysis.PhaseFailed:
-		ms.Failed++
-		ms.ConsecutiveErrors = 0
-	case analysis.PhaseInconclusive:
-		ms.Inconclusive++
-		ms.ConsecutiveErrors = 0
-	default:
-		ms.Errors++
-		ms.ConsecutiveErrors++
-	}
-	if m.Value != nil {
-		ms.LastValue = formatValue(m.Value)
-	}
-	ms.LastMeasuredAt = timePtr(now)
-	ms.Phase = v1alpha1.AnalysisPhase(v.Phase)
+// measured is one measurement taken this round, for the Prometheus metrics.
+type measured struct {
+	metric string
+	m      analysis.Measurement
 }
 
 // appendMeasurement keeps the newest MaxMeasurements measurements.
@@ -280,22 +112,24 @@ func appendMeasurement(st *v1alpha1.RolloutStatus, m v1alpha1.Measurement) {
 	}
 }
 
-// formatValue writes a value as status keeps it; "" for none.
-func formatValue(v *float64) string {
-	if v == nil {
-		return ""
-	}
-	return strconv.FormatFloat(*v, 'g', -1, 64)
+// measurer is stepanalysis.Measurer on the cluster and Prometheus.
+type measurer struct {
+	r    *Reconciler
+	ro   *v1alpha1.Rollout
+	args map[string]string
+	wl   workload.Workload
+	obs  workload.Observation
 }
 
-// queryVars are the template values of this round's queries. Pods come
-// from the cache, listed once per round however many metrics are due.
-func (r *Reconciler) queryVars(ctx context.Context, ro *v1alpha1.Rollout, args map[string]string, wl workload.Workload, obs workload.Observation) (analysis.Vars, error) {
-	canary, err := wl.PodNames(ctx, obs, ro.Status.CanaryRevision)
+// Vars lists the canary and stable Pods from the cache, once per round
+// however many metrics are due.
+func (m *measurer) Vars(ctx context.Context) (analysis.Vars, error) {
+	ro := m.ro
+	canary, err := m.wl.PodNames(ctx, m.obs, ro.Status.CanaryRevision)
 	if err != nil {
 		return analysis.Vars{}, err
 	}
-	stable, err := wl.PodNames(ctx, obs, ro.Status.StableRevision)
+	stable, err := m.wl.PodNames(ctx, m.obs, ro.Status.StableRevision)
 	if err != nil {
 		return analysis.Vars{}, err
 	}
@@ -306,39 +140,32 @@ func (r *Reconciler) queryVars(ctx context.Context, ro *v1alpha1.Rollout, args m
 		CanaryRevision: ro.Status.CanaryRevision,
 		CanaryPods:     analysis.PodRegex(canary),
 		StablePods:     analysis.PodRegex(stable),
-		Args:           args,
+		Args:           m.args,
 	}, nil
 }
 
-// measure takes one measurement. Every failure to run the query (a bad
-// threshold or template, a missing Secret, an unreachable Prometheus) is an
+// Measure takes one measurement of a rendered query. Every failure to run
+// it (a bad threshold, a missing Secret, an unreachable Prometheus) is an
 // Error measurement rather than a reconcile error: errors are counted
 // against consecutiveErrorLimit and end in an Inconclusive verdict, never a
 // pass.
-func (r *Reconciler) measure(ctx context.Context, ro *v1alpha1.Rollout, m v1alpha1.Metric, vars analysis.Vars) analysis.Measurement {
+func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query string) analysis.Measurement {
 	fail := func(format string, args ...any) analysis.Measurement {
 		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
 	}
-	if m.Prometheus == nil {
-		return fail("metric %s has no provider: set prometheus", m.Name)
-	}
-	lo, hi, err := m.ThresholdRange.Bounds()
+	lo, hi, err := metric.ThresholdRange.Bounds()
 	if err != nil {
 		return fail("%v", err)
 	}
-	query, err := analysis.Render(m.Prometheus.Query, vars)
+	token, err := m.r.bearerToken(ctx, m.ro.Namespace, metric.Prometheus.BearerTokenSecretRef)
 	if err != nil {
 		return fail("%v", err)
 	}
-	token, err := r.bearerToken(ctx, ro.Namespace, m.Prometheus.BearerTokenSecretRef)
-	if err != nil {
-		return fail("%v", err)
-	}
-	factory := r.ProviderFactory
+	factory := m.r.ProviderFactory
 	if factory == nil {
 		factory = DefaultProviderFactory
 	}
-	provider, err := factory(*m.Prometheus, token)
+	provider, err := factory(*metric.Prometheus, token)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -8,9 +8,11 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -25,6 +27,7 @@ import (
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 )
 
@@ -178,6 +181,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	var se *stallError
 	if errors.As(err, &se) {
 		rd.problem = &se.problem
+		if c := apimeta.FindStatusCondition(original.Status.Conditions, meta.StalledCondition); c == nil || c.Status != metav1.ConditionTrue || c.Message != se.message {
+			rd.events = append(rd.events, step.Event{Type: corev1.EventTypeWarning, Reason: se.reason, Message: se.message})
+		}
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeue}, err
@@ -187,6 +193,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // first (the decision's main act), then the analysis.
 func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Duration, error) {
 	ro := rd.ro
+	if err := stepanalysis.Validate(&ro.Spec); err != nil {
+		return 0, stall(v1alpha1.ReasonInvalidAnalysis, "%v", err)
+	}
 	wl, err := workload.New(ro.Spec.WorkloadRef, ro.Namespace, r.workloadClients())
 	if err != nil {
 		return 0, stall(v1alpha1.ReasonWorkloadUnsupported, "%v", err)

@@ -35,6 +35,12 @@ func (p VerdictPhase) Done() bool { return p != VerdictRunning }
 // down should.
 const DefaultConsecutiveErrorLimit = 4
 
+// DefaultInconclusiveLimit is the number of inconclusive measurements in a
+// row tolerated when Limits.InconclusiveLimit is nil: one early empty
+// answer (a series not scraped yet) should not stop a rollout, a canary
+// that keeps answering nothing should.
+const DefaultInconclusiveLimit = 2
+
 // Limits says how many measurements a run takes and how many bad ones it
 // tolerates. Negative values count as 0 and a Count below 1 counts as 1, so
 // that no configuration can pass without a measurement.
@@ -47,12 +53,11 @@ type Limits struct {
 	// FailureLimit is the number of Failed measurements tolerated; one more
 	// fails the run at once.
 	FailureLimit int
-	// InconclusiveLimit is the number of Inconclusive measurements
-	// tolerated; one more makes the run Inconclusive at once. The default, 0,
-	// makes the first Inconclusive measurement decide, so that the policy
-	// applies as soon as the data is known to be missing instead of after
-	// Count intervals of waiting.
-	InconclusiveLimit int
+	// InconclusiveLimit is the number of Inconclusive measurements in a row
+	// tolerated; one more makes the run Inconclusive at once. A measurement
+	// with a value resets the streak; an error does not, since it is no
+	// evidence either. Nil means DefaultInconclusiveLimit.
+	InconclusiveLimit *int
 	// ConsecutiveErrorLimit is the number of Error measurements in a row
 	// tolerated; one more makes the run Inconclusive. Any other measurement
 	// resets the streak. Nil means DefaultConsecutiveErrorLimit.
@@ -67,7 +72,13 @@ type Counts struct {
 	Error        int
 	// ConsecutiveErrors is the current streak of Error measurements.
 	ConsecutiveErrors int
+	// ConsecutiveInconclusive is the current streak of Inconclusive
+	// measurements, not broken by errors.
+	ConsecutiveInconclusive int
 }
+
+// Taken is the number of measurements counted.
+func (c Counts) Taken() int { return c.Successful + c.Failed + c.Inconclusive + c.Error }
 
 // Verdict is the assessed state of a run.
 type Verdict struct {
@@ -78,76 +89,99 @@ type Verdict struct {
 	Counts  Counts
 }
 
-// Assess decides a run from its measurements, oldest first.
+// Assess decides a run from its measurements, oldest first, by counting
+// them one by one with Next: the first broken limit decides, so the
+// verdict is the one the controller saw when the deciding measurement was
+// taken, whatever was appended after it.
 //
-// Measurements are replayed in order and the first broken limit decides, so
-// the verdict is the one the controller saw when the deciding measurement
-// was taken, whatever was appended after it; a controller restart therefore
-// reaches the same verdict from the same status. Limits are checked in this
-// order per measurement:
+// After an Inconclusive verdict paused the rollout, resuming should start a
+// new run (an empty history): replaying the old one gives the same verdict.
+func Assess(measurements []Measurement, limits Limits) Verdict {
+	var c Counts
+	for _, m := range measurements {
+		var v Verdict
+		if c, v = Next(c, m, limits); v.Phase.Done() {
+			return v
+		}
+	}
+	return running(c, limits)
+}
+
+// Next counts one more measurement into the tally of a run that is still
+// Running and judges the run. Limits are checked in this order:
 //   - Failed beyond FailureLimit → Failed.
-//   - Inconclusive beyond InconclusiveLimit → Inconclusive.
+//   - Inconclusive in a row beyond InconclusiveLimit → Inconclusive.
 //   - Errors in a row beyond ConsecutiveErrorLimit → Inconclusive.
 //   - Count measurements with a value → Passed if at least one was
 //     Successful, else Failed.
 //
 // Otherwise the run is Running. A measurement with an unknown phase is
-// counted as an Error, never as a success.
-//
-// After an Inconclusive verdict paused the rollout, resuming should start a
-// new run (an empty history): replaying the old one gives the same verdict.
-func Assess(measurements []Measurement, limits Limits) Verdict {
+// counted as an Error, never as a success. The tally is all a controller
+// needs to keep between measurements, so a restart judges the next
+// measurement as it would have been judged without one.
+func Next(c Counts, m Measurement, limits Limits) (Counts, Verdict) {
 	count := max(limits.Count, 1)
 	failureLimit := max(limits.FailureLimit, 0)
-	inconclusiveLimit := max(limits.InconclusiveLimit, 0)
-	errorLimit := DefaultConsecutiveErrorLimit
-	if limits.ConsecutiveErrorLimit != nil {
-		errorLimit = max(*limits.ConsecutiveErrorLimit, 0)
-	}
+	inconclusiveLimit := limitOr(limits.InconclusiveLimit, DefaultInconclusiveLimit)
+	errorLimit := limitOr(limits.ConsecutiveErrorLimit, DefaultConsecutiveErrorLimit)
 
-	var c Counts
-	for i, m := range measurements {
-		n := i + 1 // measurements are numbered from 1 in messages
-		switch m.Phase {
-		case PhaseSuccessful:
-			c.Successful++
-			c.ConsecutiveErrors = 0
-		case PhaseFailed:
-			c.Failed++
-			c.ConsecutiveErrors = 0
-			if c.Failed > failureLimit {
-				return Verdict{Phase: VerdictFailed, Counts: c, Message: fmt.Sprintf(
-					"measurement %d failed: %s (%d failed, failureLimit %d)", n, m.Message, c.Failed, failureLimit)}
-			}
-		case PhaseInconclusive:
-			c.Inconclusive++
-			c.ConsecutiveErrors = 0
-			if c.Inconclusive > inconclusiveLimit {
-				return Verdict{Phase: VerdictInconclusive, Counts: c, Message: fmt.Sprintf(
-					"measurement %d inconclusive: %s (%d inconclusive, inconclusiveLimit %d)", n, m.Message, c.Inconclusive, inconclusiveLimit)}
-			}
-		default: // PhaseError, and any phase this version does not know
-			c.Error++
-			c.ConsecutiveErrors++
-			if c.ConsecutiveErrors > errorLimit {
-				return Verdict{Phase: VerdictInconclusive, Counts: c, Message: fmt.Sprintf(
-					"%d errors in a row (consecutiveErrorLimit %d), last: measurement %d: %s", c.ConsecutiveErrors, errorLimit, n, describeError(m))}
-			}
+	n := c.Taken() + 1 // measurements are numbered from 1 in messages
+	switch m.Phase {
+	case PhaseSuccessful:
+		c.Successful++
+		c.ConsecutiveErrors, c.ConsecutiveInconclusive = 0, 0
+	case PhaseFailed:
+		c.Failed++
+		c.ConsecutiveErrors, c.ConsecutiveInconclusive = 0, 0
+		if c.Failed > failureLimit {
+			return c, Verdict{Phase: VerdictFailed, Counts: c, Message: fmt.Sprintf(
+				"measurement %d failed: %s (%d failed, failureLimit %d)", n, m.Message, c.Failed, failureLimit)}
 		}
-		if valued := c.Successful + c.Failed; valued >= count {
-			if c.Successful == 0 {
-				return Verdict{Phase: VerdictFailed, Counts: c, Message: fmt.Sprintf(
-					"no successful measurement among %d (failureLimit %d lets every one fail)", valued, failureLimit)}
-			}
-			return Verdict{Phase: VerdictPassed, Counts: c, Message: fmt.Sprintf(
-				"%d of %d measurements successful (%d failed, failureLimit %d)", c.Successful, valued, c.Failed, failureLimit)}
+	case PhaseInconclusive:
+		c.Inconclusive++
+		c.ConsecutiveInconclusive++
+		c.ConsecutiveErrors = 0
+		if c.ConsecutiveInconclusive > inconclusiveLimit {
+			return c, Verdict{Phase: VerdictInconclusive, Counts: c, Message: fmt.Sprintf(
+				"measurement %d inconclusive: %s (%d in a row, inconclusiveLimit %d)", n, m.Message, c.ConsecutiveInconclusive, inconclusiveLimit)}
+		}
+	default: // PhaseError, and any phase this version does not know
+		c.Error++
+		c.ConsecutiveErrors++
+		if c.ConsecutiveErrors > errorLimit {
+			return c, Verdict{Phase: VerdictInconclusive, Counts: c, Message: fmt.Sprintf(
+				"%d errors in a row (consecutiveErrorLimit %d), last: measurement %d: %s", c.ConsecutiveErrors, errorLimit, n, describeError(m))}
 		}
 	}
-	msg := fmt.Sprintf("%d of %d measurements taken", c.Successful+c.Failed, count)
+	if valued := c.Successful + c.Failed; valued >= count {
+		if c.Successful == 0 {
+			return c, Verdict{Phase: VerdictFailed, Counts: c, Message: fmt.Sprintf(
+				"no successful measurement among %d (failureLimit %d lets every one fail)", valued, failureLimit)}
+		}
+		return c, Verdict{Phase: VerdictPassed, Counts: c, Message: fmt.Sprintf(
+			"%d of %d measurements successful (%d failed, failureLimit %d)", c.Successful, valued, c.Failed, failureLimit)}
+	}
+	return c, running(c, limits)
+}
+
+// running describes a run that needs more measurements.
+func running(c Counts, limits Limits) Verdict {
+	msg := fmt.Sprintf("%d of %d measurements taken", c.Successful+c.Failed, max(limits.Count, 1))
 	if c.ConsecutiveErrors > 0 {
-		msg += fmt.Sprintf(" (%d errors in a row, consecutiveErrorLimit %d)", c.ConsecutiveErrors, errorLimit)
+		msg += fmt.Sprintf(" (%d errors in a row, consecutiveErrorLimit %d)", c.ConsecutiveErrors, limitOr(limits.ConsecutiveErrorLimit, DefaultConsecutiveErrorLimit))
+	}
+	if c.ConsecutiveInconclusive > 0 {
+		msg += fmt.Sprintf(" (%d inconclusive in a row, inconclusiveLimit %d)", c.ConsecutiveInconclusive, limitOr(limits.InconclusiveLimit, DefaultInconclusiveLimit))
 	}
 	return Verdict{Phase: VerdictRunning, Counts: c, Message: msg}
+}
+
+// limitOr reads an optional limit: nil is the default, negative is 0.
+func limitOr(limit *int, def int) int {
+	if limit == nil {
+		return def
+	}
+	return max(*limit, 0)
 }
 
 func describeError(m Measurement) string {

@@ -14,6 +14,7 @@ func TestRender(t *testing.T) {
 		CanaryRevision: "web-7d4b",
 		CanaryPods:     "web-0|web-1",
 		StablePods:     "web-2",
+		CanaryAge:      "2m",
 		Args:           map[string]string{"code": "5..", "window": "1m"},
 	}
 	tests := []struct {
@@ -26,9 +27,9 @@ func TestRender(t *testing.T) {
 	}{
 		{
 			name:     "every variable",
-			template: `{{.Namespace}} {{.Workload}} {{.StableRevision}} {{.CanaryRevision}} {{.CanaryPods}} {{.StablePods}} {{.Args.code}}`,
+			template: `{{.Namespace}} {{.Workload}} {{.StableRevision}} {{.CanaryRevision}} {{.CanaryPods}} {{.StablePods}} {{.CanaryAge}} {{.Args.code}}`,
 			vars:     vars,
-			want:     "shop web web-6c9f web-7d4b web-0|web-1 web-2 5..",
+			want:     "shop web web-6c9f web-7d4b web-0|web-1 web-2 2m 5..",
 		},
 		{
 			name: "contract error rate query",
@@ -91,6 +92,66 @@ func TestRender(t *testing.T) {
 			template: `{{ .Namespace.Name }}`,
 			vars:     vars,
 			wantErr:  []string{"Name"},
+		},
+		{
+			name:     "canary age bounds a window",
+			template: `sum(increase(x{pod=~"{{ .CanaryPods }}"}[{{ .CanaryAge }}]))`,
+			vars:     Vars{CanaryPods: "web-0", CanaryAge: "1m30s"},
+			want:     `sum(increase(x{pod=~"web-0"}[1m30s]))`,
+		},
+		{
+			name:     "if, variables and the allowed functions",
+			template: `{{ $w := index .Args "window" }}{{ if and (ne $w "") (gt (len .CanaryPods) 0) }}rate(x[{{ $w }}]){{ else }}vector(0){{ end }}`,
+			vars:     vars,
+			want:     `rate(x[1m])`,
+		},
+		{
+			name:     "range is refused: one Rollout could loop the manager",
+			template: `{{ range 1000000000 }}{{ .CanaryPods }}{{ end }}`,
+			vars:     vars,
+			wantErr:  []string{"{{range}} is not allowed"},
+		},
+		{
+			name:     "with is refused",
+			template: `{{ with .Args.code }}{{ . }}{{ end }}`,
+			vars:     vars,
+			wantErr:  []string{"{{with}} is not allowed"},
+		},
+		{
+			name:     "define is refused",
+			template: `{{ define "x" }}a{{ end }}b`,
+			vars:     vars,
+			wantErr:  []string{"{{define}} and {{block}} are not allowed", `"x"`},
+		},
+		{
+			name:     "block is refused",
+			template: `{{ block "x" . }}a{{ end }}`,
+			vars:     vars,
+			wantErr:  []string{"are not allowed"},
+		},
+		{
+			name:     "template is refused",
+			template: `{{ template "query" . }}`,
+			vars:     vars,
+			wantErr:  []string{`{{template "query"}} and {{block}} are not allowed`},
+		},
+		{
+			name:     "printf is refused: its width pads before any limit",
+			template: `{{ printf "%0999999999d" 1 }}`,
+			vars:     vars,
+			wantErr:  []string{`function "printf" is not allowed`, "allowed: index, len"},
+		},
+		{
+			name:     "a refused function inside if is found",
+			template: `{{ if .Namespace }}{{ call .Args }}{{ end }}`,
+			vars:     vars,
+			wantErr:  []string{`function "call" is not allowed`},
+		},
+		{
+			name:     "the rendered query is capped",
+			template: strings.Repeat(`{{ .CanaryPods }}`, 200),
+			vars:     Vars{CanaryPods: strings.Repeat("web-12345|", 200)},
+			wantErr:  []string{"the rendered query is longer than 262144 bytes"},
 		},
 		{
 			name:     "syntax error",

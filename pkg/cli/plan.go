@@ -23,10 +23,15 @@ const MaxSteps = 20
 // ErrorRateMetric is the name of the metric plan writes.
 const ErrorRateMetric = "error-rate"
 
-// errorRateQuery is the contract's example: the share of 5xx responses among
-// the canary Pods' requests. The controller fills the template.
-const errorRateQuery = `sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}",code=~"5.."}[1m]))
-/ sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}"}[1m]))
+// ErrorRateQuery is the query plan writes and docs/analysis.md leads with:
+// the share of 5xx responses among the canary Pods' requests since they
+// became ready on the canary revision. The window grows with the canary
+// ({{ .CanaryAge }}), so it never reads what the same Pods served on the
+// previous revision and the first measurement needs only the scrape
+// margin. No 5xx series reads as 0; no requests at all stays empty, which
+// is inconclusive, never a pass.
+const ErrorRateQuery = `(sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}",code=~"5.."}[{{ .CanaryAge }}])) or vector(0))
+/ sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}"}[{{ .CanaryAge }}]))
 `
 
 // PlanOptions are the validated inputs of `kubectl stepwise plan`.
@@ -218,7 +223,7 @@ func BuildPlan(cs *stepwisev1.CloneSet, o PlanOptions) (*stepwisev1.Rollout, err
 	case o.ErrorRateMax != "":
 		r.Spec.Analysis = &stepwisev1.AnalysisSpec{Metrics: []stepwisev1.Metric{{
 			Name:           ErrorRateMetric,
-			Prometheus:     &stepwisev1.PrometheusMetric{Address: o.Prometheus, Query: errorRateQuery},
+			Prometheus:     &stepwisev1.PrometheusMetric{Address: o.Prometheus, Query: ErrorRateQuery},
 			ThresholdRange: stepwisev1.ThresholdRange{Max: o.ErrorRateMax},
 		}}}
 	}

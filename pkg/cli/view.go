@@ -367,6 +367,9 @@ func (r *renderer) analysis(b *strings.Builder) {
 		if m.LastValue != "" {
 			last = "last " + m.LastValue
 		}
+		if wait := firstMeasurement(m, r.opts.Now); wait != "" {
+			last = wait
+		}
 		rows = append(rows, []cell{{text: m.Name}, {text: orDash(string(m.Phase)), color: analysisColor(m.Phase)}, {text: measured}, {text: tally}, {text: last}})
 	}
 	writeTable(b, r.p, "  ", rows)
@@ -395,6 +398,26 @@ func (r *renderer) measurements(b *strings.Builder) {
 		})
 	}
 	writeTable(b, r.p, "  ", rows)
+}
+
+// firstMeasurement says how long a metric that has not been measured yet
+// waits, and why: its query looks back that far, and a window must hold
+// the canary's own data only. Empty once measured or due.
+func firstMeasurement(m stepwisev1.MetricStatus, now time.Time) string {
+	if m.Count > 0 || m.Phase != stepwisev1.AnalysisRunning || m.FirstMeasurementAt == nil {
+		return ""
+	}
+	left := m.FirstMeasurementAt.Sub(now).Round(time.Second)
+	if left <= 0 {
+		return ""
+	}
+	switch m.Lookback {
+	case "":
+		return fmt.Sprintf("first measurement in %s (initialDelay)", ShortDuration(left))
+	case "0s":
+		return fmt.Sprintf("first measurement in %s: the query's window grows with the canary", ShortDuration(left))
+	}
+	return fmt.Sprintf("first measurement in %s: the query looks back %s", ShortDuration(left), m.Lookback)
 }
 
 // ago is a kubectl-style age ("2m10s ago"). Clock skew between the cluster

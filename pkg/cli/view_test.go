@@ -36,6 +36,18 @@ func viewCases() map[string]RolloutView {
 	timed.Status.StepReadyAt = ago(20 * time.Second)
 	cases["timed pause"] = RolloutView{Rollout: timed, Workload: newTestWorkload(10, 1, "90%")}
 
+	delayed := newTestRollout()
+	delayed.Status.Phase = stepwisev1.RolloutProgressing
+	delayed.Status.Reason = stepwisev1.ReasonAnalysisRunning
+	delayed.Status.Message = "step 1/3 (partition 90%): analysis started: first measurement at 2026-11-29T12:00:21Z (metric error-rate looks back 1m, scrape margin 30s)"
+	delayed.Status.CurrentStepIndex = new(int32(0))
+	delayed.Status.StepReadyAt = ago(70 * time.Second)
+	delayed.Status.Analysis = &stepwisev1.AnalysisStatus{
+		StepIndex: 0, Revision: "web-7c9d8", StartedAt: *ago(0), Phase: stepwisev1.AnalysisRunning, CanaryReadyAt: ago(69 * time.Second),
+		Metrics: []stepwisev1.MetricStatus{{Name: "error-rate", Phase: stepwisev1.AnalysisRunning, Lookback: "1m", FirstMeasurementAt: ago(-21 * time.Second)}},
+	}
+	cases["waiting for the first measurement"] = RolloutView{Rollout: delayed, Workload: newTestWorkload(10, 1, "90%")}
+
 	promote := newTestRollout()
 	promote.Status.Phase = stepwisev1.RolloutPaused
 	promote.Status.Reason = stepwisev1.ReasonAwaitingPromotion
@@ -141,6 +153,25 @@ Steps:
   ▶  2  50%        until promote  error-rate
         [####################] 5/5 updated pods ready
      3  0                         error-rate
+`,
+		"waiting for the first measurement": `Rollout:   shop/web
+Workload:  CloneSet web (stepwise.dev/v1alpha1), 10 replicas, partition 90%
+Phase:     Progressing (AnalysisRunning)
+Message:   step 1/3 (partition 90%): analysis started: first measurement at 2026-11-29T12:00:21Z (metric error-rate looks back 1m, scrape margin 30s)
+Canary:    web-7c9d8
+Stable:    web-5f6b4
+Gate:      passed 70s ago
+Pause:     1m, over
+
+Steps:
+     #  PARTITION  PAUSE          ANALYSIS
+  ▶  1  90%        1m             error-rate
+        [####################] 1/1 updated pods ready
+     2  50%        until promote  error-rate
+     3  0                         error-rate
+
+Analysis: Running for step 1, started just now
+  error-rate  Running  0/5 measured  0 successful, 0 failed, 0 inconclusive, 0 errors  first measurement in 21s: the query looks back 1m
 `,
 		"aborted": `Rollout:   shop/web
 Workload:  CloneSet web (stepwise.dev/v1alpha1): clonesets.stepwise.dev "web" is forbidden

@@ -1,0 +1,422 @@
+package stepanalysis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+	"github.com/stepwise-dev/stepwise/pkg/analysis"
+)
+
+// Settle is the requeue once a verdict is reached, so that the step
+// decision acts on it at once rather than at the next event.
+const Settle = time.Second
+
+// Input is what one round of a step's analysis reads.
+type Input struct {
+	// Now is the clock, injected.
+	Now time.Time
+	// Spec is the step's analysis with its defaults applied
+	// (v1alpha1.RolloutSpec.AnalysisForStep).
+	Spec v1alpha1.AnalysisSpec
+	// Status is status.analysis as read; nil when there is none.
+	Status *v1alpha1.AnalysisStatus
+	// Start asks for a new run even if Status is for this step and revision
+	// (the step decision started or retried the analysis).
+	Start bool
+	// StepIndex and Steps name the step in messages ("step 1/3").
+	StepIndex int32
+	Steps     int
+	// Revision is the canary revision judged.
+	Revision string
+	// StartedAt is when the analysis started (the step's pause ended).
+	StartedAt time.Time
+	// CanaryReadyAt is when the step's canary Pods were all ready on
+	// Revision, at the latest. A run keeps the value it started with.
+	CanaryReadyAt time.Time
+}
+
+// Measurer does what needs the cluster and the network.
+type Measurer interface {
+	// Vars returns the template values of this round (.CanaryAge is set by
+	// Run). Called at most once per round, only when a metric is due.
+	Vars(ctx context.Context) (analysis.Vars, error)
+	// Measure runs a rendered query and judges its result.
+	Measure(ctx context.Context, metric v1alpha1.Metric, query string) analysis.Measurement
+}
+
+// Taken is one measurement of this round, for the Prometheus metrics.
+type Taken struct {
+	Metric      string
+	Measurement analysis.Measurement
+}
+
+// Result is what the reconciler writes.
+type Result struct {
+	// Status is the new status.analysis.
+	Status v1alpha1.AnalysisStatus
+	// Measurements are this round's, for status.measurements.
+	Measurements []v1alpha1.Measurement
+	// Taken are this round's measurements, for the Prometheus metrics.
+	Taken []Taken
+	// Events to record once the status is written.
+	Events []step.Event
+	// Waiting says when the first measurement is due and why, while no
+	// metric has been measured; empty otherwise.
+	Waiting string
+	// RequeueAfter is when the next measurement is due, or Settle once a
+	// verdict is reached.
+	RequeueAfter time.Duration
+}
+
+// Run carries a step's analysis one round further: it starts or resumes
+// the tally, schedules first measurements, takes those that are due,
+// tallies them and assesses the step. A Measurer error (the cache could not
+// list Pods) is returned for the reconcile to retry; everything that goes
+// wrong with a query is an Error measurement instead.
+func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
+	a := resume(in)
+	syncMetricStatuses(&a, in.Spec.Metrics)
+	res := Result{Status: a}
+	st := &res.Status
+	if st.Phase != v1alpha1.AnalysisRunning {
+		// Decided in an earlier round; the step decision acts on it next.
+		res.RequeueAfter = Settle
+		return res, nil
+	}
+
+	readyAt := st.CanaryReadyAt.Time
+	var vars *analysis.Vars
+	fresh := map[string]analysis.Verdict{}
+	for k, metric := range in.Spec.Metrics {
+		ms := &st.Metrics[k]
+		if ms.Phase != v1alpha1.AnalysisRunning {
+			continue
+		}
+		if ms.FirstMeasurementAt == nil {
+			s := schedule(metric, in.Spec, readyAt)
+			ms.FirstMeasurementAt = timePtr(s.first)
+			ms.Lookback = s.lookback
+			res.Events = append(res.Events, in.event(corev1.EventTypeNormal, v1alpha1.EventMeasurementScheduled,
+				"metric %s: first measurement at %s: %s", metric.Name, s.first.UTC().Format(time.RFC3339), s.why))
+		}
+		if in.Now.Before(dueAt(*ms, in.Spec.Interval.Duration)) {
+			continue
+		}
+		if vars == nil {
+			v, err := m.Vars(ctx)
+			if err != nil {
+				return Result{}, err
+			}
+			v.CanaryAge = analysis.CanaryAge(readyAt, in.Now)
+			vars = &v
+		}
+		meas := measure(ctx, m, metric, *vars, ms.Lookback != "", readyAt, in.Now)
+		verdict := tally(ms, meas, limitsOf(in.Spec, metric), in.Now)
+		fresh[metric.Name] = verdict
+		res.Measurements = append(res.Measurements, v1alpha1.Measurement{
+			Metric: metric.Name, Step: in.StepIndex, Value: formatValue(meas.Value),
+			Phase: v1alpha1.MeasurementPhase(meas.Phase), Message: meas.Message,
+			Time: metav1.NewTime(in.Now).Rfc3339Copy(),
+		})
+		res.Taken = append(res.Taken, Taken{Metric: metric.Name, Measurement: meas})
+		if meas.Phase == analysis.PhaseError {
+			res.Events = append(res.Events, in.event(corev1.EventTypeWarning, v1alpha1.EventMeasurementError,
+				"metric %s: %s", metric.Name, meas.Message))
+		}
+	}
+
+	total := assessAll(st.Metrics, fresh)
+	st.Phase = v1alpha1.AnalysisPhase(total.Phase)
+	if total.Phase.Done() {
+		st.Message = total.Message
+		switch total.Phase {
+		case analysis.VerdictPassed:
+			res.Events = append(res.Events, in.event(corev1.EventTypeNormal, v1alpha1.EventAnalysisPassed, "analysis passed: %s", total.Message))
+		case analysis.VerdictFailed:
+			res.Events = append(res.Events, in.event(corev1.EventTypeWarning, v1alpha1.EventAnalysisFailed, "analysis failed: %s", total.Message))
+		}
+		res.RequeueAfter = Settle
+		return res, nil
+	}
+	st.Message = ""
+	res.Waiting = waiting(st.Metrics, in.Spec, in.Now)
+	res.RequeueAfter = nextDue(st.Metrics, in.Spec.Interval.Duration, in.Now)
+	return res, nil
+}
+
+// resume returns the run to carry on: the one in status when it is this
+// step's and revision's and no new run was asked for, else a new one.
+func resume(in Input) v1alpha1.AnalysisStatus {
+	if !in.Start && in.Status != nil && in.Status.StepIndex == in.StepIndex && in.Status.Revision == in.Revision {
+		a := *in.Status.DeepCopy()
+		if a.CanaryReadyAt == nil {
+			// A tally written before canaryReadyAt existed.
+			a.CanaryReadyAt = timePtr(in.CanaryReadyAt)
+		}
+		if a.Phase == "" {
+			a.Phase = v1alpha1.AnalysisRunning
+		}
+		return a
+	}
+	return v1alpha1.AnalysisStatus{
+		StepIndex:     in.StepIndex,
+		Revision:      in.Revision,
+		StartedAt:     metav1.NewTime(in.StartedAt).Rfc3339Copy(),
+		CanaryReadyAt: timePtr(in.CanaryReadyAt),
+		Phase:         v1alpha1.AnalysisRunning,
+	}
+}
+
+// syncMetricStatuses keeps one tally per metric of the spec, in spec order:
+// a metric added to the spec mid-analysis starts with an empty tally, a
+// removed one is dropped.
+func syncMetricStatuses(a *v1alpha1.AnalysisStatus, metrics []v1alpha1.Metric) {
+	byName := make(map[string]v1alpha1.MetricStatus, len(a.Metrics))
+	for _, ms := range a.Metrics {
+		byName[ms.Name] = ms
+	}
+	out := make([]v1alpha1.MetricStatus, 0, len(metrics))
+	for _, m := range metrics {
+		ms, ok := byName[m.Name]
+		if !ok {
+			ms = v1alpha1.MetricStatus{Name: m.Name}
+		}
+		if ms.Phase == "" {
+			ms.Phase = v1alpha1.AnalysisRunning
+		}
+		out = append(out, ms)
+	}
+	a.Metrics = out
+}
+
+// plan is a metric's first measurement, and why it is then.
+type plan struct {
+	first time.Time
+	// lookback is the query's lookback as a PromQL duration; empty when
+	// the query does not parse as PromQL and initialDelay alone counts.
+	lookback string
+	why      string
+}
+
+// ageProbe stands in for .CanaryAge when the lookback is read: a window
+// bound by the canary's age reaches back as far as the canary is old, never
+// before its readiness, so it should count for (next to) nothing. PromQL
+// refuses an empty range, so the smallest duration it takes is used, and
+// the lookback is rounded down to the second.
+const ageProbe = "1ms"
+
+// renderProbe renders a query to read its shape, not to run it: no Pod
+// names, and .CanaryAge as ageProbe.
+func renderProbe(query string, args map[string]string) (string, error) {
+	return analysis.Render(query, analysis.Vars{CanaryPods: "a^", StablePods: "a^", CanaryAge: ageProbe, Args: args})
+}
+
+// schedule computes a metric's first measurement: readyAt plus the longer
+// of the query's lookback plus the scrape margin, and initialDelay. The
+// time is rounded up to the second, as status keeps it, so that it is
+// never early.
+func schedule(m v1alpha1.Metric, spec v1alpha1.AnalysisSpec, readyAt time.Time) plan {
+	margin, delay := spec.ScrapeMargin.Duration, spec.InitialDelay.Duration
+	at := func(d time.Duration) time.Time { return ceilSecond(readyAt.Add(d)) }
+	var query string
+	if m.Prometheus != nil {
+		query = m.Prometheus.Query
+	}
+	rendered, err := renderProbe(query, spec.Args)
+	if err != nil {
+		// The measurement will say what is wrong with the template.
+		return plan{first: at(max(margin, delay)), why: "the query template does not render"}
+	}
+	lookback, err := analysis.Lookback(rendered, readyAt)
+	if err != nil {
+		if delay > 0 {
+			return plan{first: at(delay), why: fmt.Sprintf("initialDelay %s (the query does not parse as PromQL, so its lookback is unknown)", analysis.FormatDuration(delay))}
+		}
+		return plan{first: at(margin), why: "the query does not parse as PromQL"}
+	}
+	lookback = lookback.Truncate(time.Second)
+	p := plan{lookback: analysis.FormatDuration(lookback)}
+	switch {
+	case delay > lookback+margin:
+		p.first, p.why = at(delay), fmt.Sprintf("initialDelay %s after the canary became ready", analysis.FormatDuration(delay))
+	case lookback == 0:
+		p.first, p.why = at(margin), fmt.Sprintf("a %s scrape margin after the canary became ready (the query reads no further back than the canary's age)", analysis.FormatDuration(margin))
+	default:
+		p.first, p.why = at(lookback+margin), fmt.Sprintf("the query looks back %s, plus a %s scrape margin, after the canary became ready", p.lookback, analysis.FormatDuration(margin))
+	}
+	return p
+}
+
+// dueAt is when a metric's next measurement is due: its first measurement
+// time, then an interval after the last.
+func dueAt(ms v1alpha1.MetricStatus, interval time.Duration) time.Time {
+	due := analysis.NextMeasurementAt(lastMeasured(ms), interval)
+	if ms.FirstMeasurementAt != nil && due.Before(ms.FirstMeasurementAt.Time) {
+		return ms.FirstMeasurementAt.Time
+	}
+	return due
+}
+
+// lastMeasured is when the metric was last measured, at the latest: status
+// keeps times to the second, so a measurement taken at 10.9s reads back as
+// 10s, and counting the interval from 10s would shorten it. Counting from
+// the end of that second makes it never shorter than configured.
+func lastMeasured(ms v1alpha1.MetricStatus) time.Time {
+	if ms.LastMeasuredAt == nil {
+		return time.Time{}
+	}
+	return ms.LastMeasuredAt.Add(time.Second)
+}
+
+// measure renders a due metric's query for now, checks that its window
+// stays within the canary's time on the revision, and runs it.
+func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analysis.Vars, checkWindow bool, readyAt, now time.Time) analysis.Measurement {
+	fail := func(format string, args ...any) analysis.Measurement {
+		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
+	}
+	if metric.Prometheus == nil {
+		return fail("metric %s has no provider: set prometheus", metric.Name)
+	}
+	query, err := analysis.Render(metric.Prometheus.Query, vars)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if checkWindow {
+		if w := analysis.CheckWindow(query, readyAt, now); w.Problem != "" {
+			return fail("not measured: %s", w.Problem)
+		}
+	}
+	return m.Measure(ctx, metric, query)
+}
+
+// limitsOf is the analysis' limits, with the metric's own inconclusiveLimit.
+func limitsOf(spec v1alpha1.AnalysisSpec, m v1alpha1.Metric) analysis.Limits {
+	inconclusive := spec.InconclusiveLimit
+	if m.InconclusiveLimit != nil {
+		inconclusive = m.InconclusiveLimit
+	}
+	return analysis.Limits{
+		Count:                 int(deref(spec.Count, v1alpha1.DefaultAnalysisCount)),
+		FailureLimit:          int(deref(spec.FailureLimit, v1alpha1.DefaultFailureLimit)),
+		InconclusiveLimit:     new(int(deref(inconclusive, v1alpha1.DefaultInconclusiveLimit))),
+		ConsecutiveErrorLimit: new(int(deref(spec.ConsecutiveErrorLimit, v1alpha1.DefaultConsecutiveErrorLimit))),
+	}
+}
+
+// tally counts a measurement into its metric's status and returns the
+// metric's verdict. The counters are all analysis.Next needs, so the
+// verdict after a restart is the one without it.
+func tally(ms *v1alpha1.MetricStatus, m analysis.Measurement, limits analysis.Limits, now time.Time) analysis.Verdict {
+	counts := analysis.Counts{
+		Successful: int(ms.Successful), Failed: int(ms.Failed), Inconclusive: int(ms.Inconclusive), Error: int(ms.Errors),
+		ConsecutiveErrors: int(ms.ConsecutiveErrors), ConsecutiveInconclusive: int(ms.ConsecutiveInconclusive),
+	}
+	counts, v := analysis.Next(counts, m, limits)
+	ms.Count = int32(counts.Taken())
+	ms.Successful, ms.Failed = int32(counts.Successful), int32(counts.Failed)
+	ms.Inconclusive, ms.Errors = int32(counts.Inconclusive), int32(counts.Error)
+	ms.ConsecutiveErrors, ms.ConsecutiveInconclusive = int32(counts.ConsecutiveErrors), int32(counts.ConsecutiveInconclusive)
+	if m.Value != nil {
+		ms.LastValue = formatValue(m.Value)
+	}
+	ms.LastMeasuredAt = timePtr(now)
+	ms.Phase = v1alpha1.AnalysisPhase(v.Phase)
+	return v
+}
+
+// assessAll combines the metrics' verdicts: this round's where one was
+// taken (its message quotes the measurement), the status' phase otherwise.
+func assessAll(metrics []v1alpha1.MetricStatus, fresh map[string]analysis.Verdict) analysis.Verdict {
+	perMetric := make(map[string]analysis.Verdict, len(metrics))
+	for _, ms := range metrics {
+		if v, ok := fresh[ms.Name]; ok {
+			perMetric[ms.Name] = v
+			continue
+		}
+		perMetric[ms.Name] = analysis.Verdict{Phase: analysis.VerdictPhase(ms.Phase)}
+	}
+	return analysis.AssessAll(perMetric)
+}
+
+// waiting describes the wait for the first measurement while nothing has
+// been measured yet: the earliest metric due and why then.
+func waiting(metrics []v1alpha1.MetricStatus, spec v1alpha1.AnalysisSpec, now time.Time) string {
+	var next *v1alpha1.MetricStatus
+	for i := range metrics {
+		ms := &metrics[i]
+		if ms.Count > 0 {
+			return ""
+		}
+		if ms.Phase == v1alpha1.AnalysisRunning && ms.FirstMeasurementAt != nil && (next == nil || ms.FirstMeasurementAt.Before(next.FirstMeasurementAt)) {
+			next = ms
+		}
+	}
+	if next == nil || !now.Before(next.FirstMeasurementAt.Time) {
+		return ""
+	}
+	why := fmt.Sprintf("metric %s looks back %s", next.Name, next.Lookback)
+	if next.Lookback == "" {
+		why = fmt.Sprintf("metric %s waits for initialDelay", next.Name)
+	}
+	return fmt.Sprintf("first measurement at %s (%s, scrape margin %s)", next.FirstMeasurementAt.UTC().Format(time.RFC3339), why,
+		analysis.FormatDuration(spec.ScrapeMargin.Duration))
+}
+
+// nextDue is the wait until the earliest due measurement of a running metric.
+func nextDue(metrics []v1alpha1.MetricStatus, interval time.Duration, now time.Time) time.Duration {
+	var next time.Duration
+	for _, ms := range metrics {
+		if ms.Phase != v1alpha1.AnalysisRunning {
+			continue
+		}
+		wait := max(dueAt(ms, interval).Sub(now), time.Millisecond)
+		if next == 0 || wait < next {
+			next = wait
+		}
+	}
+	return next
+}
+
+func (in Input) event(eventType, reason, format string, args ...any) step.Event {
+	return step.Event{Type: eventType, Reason: reason,
+		Message: fmt.Sprintf("step %d/%d: ", in.StepIndex+1, in.Steps) + fmt.Sprintf(format, args...)}
+}
+
+// formatValue writes a value as status keeps it; "" for none.
+func formatValue(v *float64) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*v, 'g', -1, 64)
+}
+
+func timePtr(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	mt := metav1.NewTime(t).Rfc3339Copy()
+	return &mt
+}
+
+// ceilSecond rounds up to the second, so that a time status truncates is
+// never earlier than meant.
+func ceilSecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
