@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
 )
 
@@ -206,6 +207,11 @@ func TestRolloutExampleMatchesItsCloneSet(t *testing.T) {
 		if vp := ro.Spec.VersionPolicy; vp != nil {
 			checkVersionPolicy(t, vp, cs)
 		}
+		// What the controller checks first (refused template constructs,
+		// unknown keys, PromQL that does not parse) is better found here.
+		if err := stepanalysis.Validate(&ro.Spec); err != nil {
+			t.Error(err)
+		}
 		for i := range ro.Spec.Steps {
 			a, ok := ro.Spec.AnalysisForStep(i)
 			if !ok {
@@ -213,11 +219,16 @@ func TestRolloutExampleMatchesItsCloneSet(t *testing.T) {
 				continue
 			}
 			for _, m := range a.Metrics {
-				// Unknown template keys are errors at measurement time;
-				// better to find them here.
-				vars := analysis.Vars{Namespace: "shop", Workload: cs.Name, CanaryPods: "web-a", StablePods: "web-b", CanaryRevision: "web-2", StableRevision: "web-1", Args: a.Args}
-				if _, err := analysis.Render(m.Prometheus.Query, vars); err != nil {
+				// Safe as written: no window reaches back before the canary.
+				vars := analysis.Vars{Namespace: "shop", Workload: cs.Name, CanaryPods: "web-a", StablePods: "web-b", CanaryRevision: "web-2", StableRevision: "web-1",
+					CanaryAge: "2m", Args: a.Args}
+				query, err := analysis.Render(m.Prometheus.Query, vars)
+				if err != nil {
 					t.Errorf("step %d metric %s: %v", i, m.Name, err)
+					continue
+				}
+				if lookback, err := analysis.Lookback(query, time.Now()); err != nil || lookback > 2*time.Minute {
+					t.Errorf("step %d metric %s reads %s back at a canary age of 2m (%v): bound its windows with {{ .CanaryAge }}", i, m.Name, lookback, err)
 				}
 			}
 		}

@@ -9,14 +9,20 @@
 //
 // The flow for one metric at one step is:
 //
-//  1. Render the query template with the rollout's Vars.
+//  0. Know when the canary's own data fills the query's window: Lookback
+//     parses the PromQL; the first measurement waits for it (see
+//     controllers/rollout/stepanalysis), CanaryAge renders a window that
+//     grows with the canary, and CheckWindow refuses a rendered query that
+//     still reads before the canary's readiness.
+//  1. Render the query template with the rollout's Vars (CheckTemplate
+//     refuses what a query does not need).
 //  2. Measure: run the query through a Provider and Evaluate the Result
 //     against the Threshold, giving a Measurement (Successful, Failed,
 //     Inconclusive or Error).
-//  3. Append the Measurement to the metric's history and Assess the history
-//     against the Limits, giving a Verdict (Running, Passed, Failed or
-//     Inconclusive). While Running, the next measurement is due at
-//     NextMeasurementAt.
+//  3. Count the Measurement into the metric's tally with Next (Assess does
+//     the same over a whole history) against the Limits, giving a Verdict
+//     (Running, Passed, Failed or Inconclusive). While Running, the next
+//     measurement is due at NextMeasurementAt.
 //  4. AssessAll combines the per-metric verdicts into the step's verdict.
 //
 // The central promise is that no step ever passes without data: NaN, ±Inf,

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -288,5 +289,19 @@ func TestPartition(t *testing.T) {
 		if got := Partition(updated); got != want {
 			t.Errorf("Partition(%d) = %v, want %v", updated, got, want)
 		}
+	}
+}
+
+// TestPlanQueryIsTheDocumentedOne keeps `kubectl stepwise plan` and the
+// example docs/analysis.md leads with (which the end-to-end tests run) the
+// same query.
+func TestPlanQueryIsTheDocumentedOne(t *testing.T) {
+	page, err := os.ReadFile("../../docs/analysis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	squash := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	if !strings.Contains(squash(string(page)), squash(ErrorRateQuery)) {
+		t.Errorf("docs/analysis.md does not show the query plan writes:\n%s", ErrorRateQuery)
 	}
 }

@@ -42,8 +42,7 @@ const (
 	gitopsSyncInterval = time.Second
 	gitopsCloneSetFile = "apps/web/cloneset.yaml"
 	gitopsRolloutFile  = "apps/web/rollout.yaml"
-	// gitopsStepPause is the timed pause of the first step: long enough for a
-	// bad canary's errors to dominate the analysis window (see errorRateQuery).
+	// gitopsStepPause is the timed pause of the first step.
 	gitopsStepPause = 3 * time.Second
 )
 
@@ -318,23 +317,6 @@ func (a *gitopsApp) waitRates(t *testing.T) {
 		g.Expect(vec).To(HaveLen(1))
 		g.Expect(float64(vec[0].Value)).To(BeEquivalentTo(2 * gitopsReplicas))
 	}, rolloutTimeout, 250*time.Millisecond).Should(Succeed())
-}
-
-// waitNoErrors waits until Prometheus sees no 500 in the namespace over
-// the query's window. Canaries are updated in place, so a Pod that served a
-// bad release keeps its name: its errors would be judged as the next
-// canary's until they leave the window.
-func (a *gitopsApp) waitNoErrors(t *testing.T) {
-	t.Helper()
-	q := fmt.Sprintf(`sum(rate(http_requests_total{namespace=%q,code="500"}[10s]))`, a.ns)
-	NewWithT(t).Eventually(func(g Gomega) {
-		v, _, _, err := a.e.promAPI.Query(context.Background(), q, time.Now())
-		g.Expect(err).NotTo(HaveOccurred())
-		vec, ok := v.(model.Vector)
-		g.Expect(ok).To(BeTrue(), "vector result, got %s", v.Type())
-		g.Expect(vec).To(HaveLen(1))
-		g.Expect(float64(vec[0].Value)).To(BeZero())
-	}, rolloutTimeout, 500*time.Millisecond).Should(Succeed())
 }
 
 // promote writes the promote-at request, as `kubectl stepwise promote` does.

@@ -15,6 +15,7 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -43,9 +44,7 @@ const (
 	// the machine has two cores shared with kwok, etcd and Prometheus.
 	rolloutTimeout = 60 * time.Second
 	rolloutPoll    = 200 * time.Millisecond
-	// stepPause is the timed pause of the analysed steps. It also lets a
-	// bad canary serve long enough before the first measurement for its
-	// errors to dominate Prometheus' 10 s window (see errorRateQuery).
+	// stepPause is the timed pause of the analysed steps.
 	stepPause = 3 * time.Second
 	// holdFor is how long "stays as it is" is checked.
 	holdFor = 3 * time.Second
@@ -61,11 +60,9 @@ const (
 // more) from its first tick, and keeps them while the Pod does not serve,
 // so for any canary that has been scraped twice both sums exist: no `or
 // vector(0)` is needed, and none is wanted, since it would turn "no data"
-// (Pods that get no traffic) into a passing 0. A window of 10 scrapes keeps
-// the rate defined across the second a canary does not serve while its
-// container restarts, and is short enough that errors a canary made before
-// an abort have left it by the time a retry is analysed (the test waits for
-// that, see waitNoErrors).
+// (Pods that get no traffic) into a passing 0. The Rollout takes its first
+// measurement 10 s (the window) plus the scrape margin after the canaries
+// were ready, so the window holds their own traffic only.
 const errorRateQuery = `sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}",code="500"}[10s]))
 / sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}"}[10s]))`
 
@@ -171,6 +168,8 @@ func errorRateAnalysis(address string) *stepwisev1.AnalysisSpec {
 		Interval:     &metav1.Duration{Duration: time.Second},
 		Count:        ptr.To[int32](2),
 		FailureLimit: ptr.To[int32](0),
+		// Prometheus scrapes every second.
+		ScrapeMargin: &metav1.Duration{Duration: 2 * time.Second},
 		Metrics: []stepwisev1.Metric{{
 			Name: errorRateMetric,
 			Prometheus: &stepwisev1.PrometheusMetric{
@@ -340,6 +339,18 @@ func describeRollout(ro *stepwisev1.Rollout) string {
 	return "Rollout status: " + string(b)
 }
 
+// podsOn lists, sorted, the live Pods labelled with revision.
+func (s *story) podsOn(g Gomega, revision string) []string {
+	var names []string
+	for _, p := range s.e.pods(g, s.ns) {
+		if p.Labels[appsv1.ControllerRevisionHashLabelKey] == revision {
+			names = append(names, p.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // podsByImage counts the live Pods per app image.
 func (s *story) podsByImage(g Gomega) map[string]int {
 	out := map[string]int{}
@@ -436,22 +447,6 @@ func (s *story) waitHealthyAt(revision string) *stepwisev1.Rollout {
 		g.Expect(status).To(BeEmpty(), "no Stalled condition")
 		g.Expect(s.partition(g)).To(Equal("100%"), "re-armed")
 	})
-}
-
-// waitNoErrors waits until Prometheus sees no 500 in the namespace over the
-// query's window: errors served before an error rate was fixed must not be
-// judged as the retried canary's.
-func (s *story) waitNoErrors() {
-	s.t.Helper()
-	q := fmt.Sprintf(`sum(rate(http_requests_total{namespace=%q,code="500"}[10s]))`, s.ns)
-	NewWithT(s.t).Eventually(func(g Gomega) {
-		v, _, _, err := s.e.promAPI.Query(context.Background(), q, time.Now())
-		g.Expect(err).NotTo(HaveOccurred())
-		vec, ok := v.(model.Vector)
-		g.Expect(ok).To(BeTrue(), "vector result, got %s", v.Type())
-		g.Expect(vec).To(HaveLen(1), "the namespace has series")
-		g.Expect(float64(vec[0].Value)).To(BeZero())
-	}, rolloutTimeout, 500*time.Millisecond).Should(Succeed())
 }
 
 // waitRates waits until Prometheus has a rate for both codes of n Pods of

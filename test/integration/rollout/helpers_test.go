@@ -370,15 +370,19 @@ func num(n int32) intstr.IntOrString  { return intstr.FromInt32(n) }
 
 // errorRate is the analysis the tests use: one query an interval apart,
 // passing under 0.01.
+// Its window grows with the canary and the fake Prometheus answers at
+// once, so the first measurement is due a 1s scrape margin after the
+// canary's readiness (see rollout_window_test.go for the wait itself).
 func errorRate(count int32) *stepwisev1.AnalysisSpec {
 	return &stepwisev1.AnalysisSpec{
-		Interval: &metav1.Duration{Duration: time.Second},
-		Count:    &count,
+		Interval:     &metav1.Duration{Duration: time.Second},
+		Count:        &count,
+		ScrapeMargin: &metav1.Duration{Duration: time.Second},
 		Metrics: []stepwisev1.Metric{{
 			Name: "error-rate",
 			Prometheus: &stepwisev1.PrometheusMetric{
 				Address: promAddress,
-				Query:   `sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}",code=~"5.."}[1m]))`,
+				Query:   `sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}",code=~"5.."}[{{ .CanaryAge }}]))`,
 			},
 			ThresholdRange: stepwisev1.ThresholdRange{Max: "0.01"},
 		}},
