@@ -73,7 +73,7 @@ test-integration: test-assets ## Controllers against a real kube-apiserver + etc
 
 .PHONY: test-e2e
 test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC, EndpointSlices).
-	go test -count=1 -p 1 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee /tmp/stepwise-e2e.log | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
+	go test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee /tmp/stepwise-e2e.log | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
 
 .PHONY: demo
 demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 promoted step by step, v3-bad aborted and rolled back in place.

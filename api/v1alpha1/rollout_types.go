@@ -288,11 +288,13 @@ type PrometheusMetric struct {
 	// +kubebuilder:validation:MaxLength=8192
 	Query string `json:"query"`
 
-	// Timeout of one query. Defaults to 10s.
+	// Timeout of one query, at most 30s. Defaults to 10s. A round of
+	// measurements is also cut at the analysis interval, so that a
+	// Prometheus that never answers holds a worker no longer than that.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) > duration('0s')",message="prometheus.timeout must be a positive duration such as 10s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('30s')",message="prometheus.timeout must be a positive duration of at most 30s, such as 10s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// InsecureSkipVerify accepts any TLS certificate. For tests only.

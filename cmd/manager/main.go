@@ -44,7 +44,7 @@ func run() error {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; the Pod's namespace when empty.")
 	flag.IntVar(&cloneSetConcurrency, "cloneset-concurrency", 4, "CloneSets reconciled in parallel.")
-	flag.IntVar(&rolloutConcurrency, "rollout-concurrency", 2, "Rollouts reconciled in parallel.")
+	flag.IntVar(&rolloutConcurrency, "rollout-concurrency", rollout.DefaultConcurrency, "Rollouts reconciled in parallel; a query to a slow Prometheus holds one worker for up to its analysis interval (at most 30s).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -34,6 +34,13 @@ import (
 // fieldManager owns the workload's partition and writes the Rollout's status.
 const fieldManager = workload.FieldManager
 
+// DefaultConcurrency is how many Rollouts are reconciled at once. A
+// reconcile that measures waits for Prometheus (up to the analysis
+// interval, at most stepanalysis.MaxQueryTime), so the workers must
+// outnumber the Rollouts whose Prometheus may stop answering at the same
+// time; each idle worker costs a goroutine.
+const DefaultConcurrency = 16
+
 // conflictRequeue is the retry after a status patch lost to a concurrent
 // change of the Rollout (an annotation written between our read and our
 // write). That change is watched too; this is only a safety net.

@@ -179,18 +179,23 @@ func testNoData(t *testing.T, e *rolloutEnv) {
 		g.Expect(s.partition(g)).To(Equal("50%"))
 	}
 	ro := s.waitRollout("paused on an inconclusive analysis", paused)
-	g.Expect(ro.Status.Message).To(ContainSubstring("analysis inconclusive: metric " + errorRateMetric + ": measurement 1 inconclusive: query returned no series (empty vector): no data"))
+	// Two empty answers in a row are tolerated (inconclusiveLimit 2): a
+	// canary not scraped yet is not a verdict; a third is.
+	g.Expect(ro.Status.Message).To(ContainSubstring("analysis inconclusive: metric " + errorRateMetric +
+		": measurement 3 inconclusive: query returned no series (empty vector): no data (3 in a row, inconclusiveLimit 2)"))
 	g.Expect(ro.Status.Analysis.Phase).To(Equal(stepwisev1.AnalysisInconclusive))
-	g.Expect(ro.Status.Measurements).To(HaveLen(1))
-	g.Expect(ro.Status.Measurements[0].Phase).To(Equal(stepwisev1.MeasurementInconclusive))
-	g.Expect(ro.Status.Measurements[0].Value).To(BeEmpty())
+	g.Expect(ro.Status.Measurements).To(HaveLen(3))
+	for _, m := range ro.Status.Measurements {
+		g.Expect(m.Phase).To(Equal(stepwisev1.MeasurementInconclusive))
+		g.Expect(m.Value).To(BeEmpty())
+	}
 	status, reason, _ := condition(ro, meta.ReadyCondition)
 	g.Expect(status).To(Equal(metav1.ConditionFalse))
 	g.Expect(reason).To(Equal(stepwisev1.ReasonAnalysisInconclusive))
 	s.waitEvent(stepwisev1.EventAnalysisInconclusive, "step 1/2: analysis inconclusive", "promote, retry or abort")
 	s.holdRollout("waits for a person, measuring nothing more", holdFor, func(g Gomega, ro *stepwisev1.Rollout) {
 		paused(g, ro)
-		g.Expect(ro.Status.Measurements).To(HaveLen(1))
+		g.Expect(ro.Status.Measurements).To(HaveLen(3))
 	})
 	g.Expect(s.podsByImage(g)).To(Equal(map[string]int{webImage("1.1.0"): 2, webImage("1.0.0"): 2}))
 
@@ -201,7 +206,9 @@ func testNoData(t *testing.T, e *rolloutEnv) {
 	e.waitSettled(t, s.ns, "web", 4, 4, settleTimeout)
 	s.expectKeptPods(g, webImage("1.1.0"))
 	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "50%", "0", "100%"}))
-	g.Expect(phasesOf(s.rec.measurements(g))).To(Equal([]stepwisev1.MeasurementPhase{stepwisev1.MeasurementInconclusive}), "one measurement, and no analysis on the skipped step")
+	g.Expect(phasesOf(s.rec.measurements(g))).To(Equal([]stepwisev1.MeasurementPhase{
+		stepwisev1.MeasurementInconclusive, stepwisev1.MeasurementInconclusive, stepwisev1.MeasurementInconclusive}),
+		"three measurements, and no analysis on the skipped step")
 }
 
 // A Prometheus that cannot be reached is never a pass: the errors pile up,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,8 +93,7 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 	}
 
 	readyAt := st.CanaryReadyAt.Time
-	var vars *analysis.Vars
-	fresh := map[string]analysis.Verdict{}
+	var due []int
 	for k, metric := range in.Spec.Metrics {
 		ms := &st.Metrics[k]
 		if ms.Phase != v1alpha1.AnalysisRunning {
@@ -106,29 +106,32 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 			res.Events = append(res.Events, in.event(corev1.EventTypeNormal, v1alpha1.EventMeasurementScheduled,
 				"metric %s: first measurement at %s: %s", metric.Name, s.first.UTC().Format(time.RFC3339), s.why))
 		}
-		if in.Now.Before(dueAt(*ms, in.Spec.Interval.Duration)) {
-			continue
+		if !in.Now.Before(dueAt(*ms, in.Spec.Interval.Duration)) {
+			due = append(due, k)
 		}
-		if vars == nil {
-			v, err := m.Vars(ctx)
-			if err != nil {
-				return Result{}, err
+	}
+
+	fresh := map[string]analysis.Verdict{}
+	if len(due) > 0 {
+		vars, err := m.Vars(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		vars.CanaryAge = analysis.CanaryAge(readyAt, in.Now)
+		taken := measureAll(ctx, m, in.Spec, due, vars, st.Metrics, readyAt, in.Now)
+		for i, k := range due {
+			metric, ms, meas := in.Spec.Metrics[k], &st.Metrics[k], taken[i]
+			fresh[metric.Name] = tally(ms, meas, limitsOf(in.Spec, metric), in.Now)
+			res.Measurements = append(res.Measurements, v1alpha1.Measurement{
+				Metric: metric.Name, Step: in.StepIndex, Value: formatValue(meas.Value),
+				Phase: v1alpha1.MeasurementPhase(meas.Phase), Message: meas.Message,
+				Time: metav1.NewTime(in.Now).Rfc3339Copy(),
+			})
+			res.Taken = append(res.Taken, Taken{Metric: metric.Name, Measurement: meas})
+			if meas.Phase == analysis.PhaseError {
+				res.Events = append(res.Events, in.event(corev1.EventTypeWarning, v1alpha1.EventMeasurementError,
+					"metric %s: %s", metric.Name, meas.Message))
 			}
-			v.CanaryAge = analysis.CanaryAge(readyAt, in.Now)
-			vars = &v
-		}
-		meas := measure(ctx, m, metric, *vars, ms.Lookback != "", readyAt, in.Now)
-		verdict := tally(ms, meas, limitsOf(in.Spec, metric), in.Now)
-		fresh[metric.Name] = verdict
-		res.Measurements = append(res.Measurements, v1alpha1.Measurement{
-			Metric: metric.Name, Step: in.StepIndex, Value: formatValue(meas.Value),
-			Phase: v1alpha1.MeasurementPhase(meas.Phase), Message: meas.Message,
-			Time: metav1.NewTime(in.Now).Rfc3339Copy(),
-		})
-		res.Taken = append(res.Taken, Taken{Metric: metric.Name, Measurement: meas})
-		if meas.Phase == analysis.PhaseError {
-			res.Events = append(res.Events, in.event(corev1.EventTypeWarning, v1alpha1.EventMeasurementError,
-				"metric %s: %s", metric.Name, meas.Message))
 		}
 	}
 
@@ -273,6 +276,32 @@ func lastMeasured(ms v1alpha1.MetricStatus) time.Time {
 		return time.Time{}
 	}
 	return ms.LastMeasuredAt.Add(time.Second)
+}
+
+// MaxQueryTime bounds a round's queries whatever their timeouts say: a
+// Prometheus that never answers holds a reconcile worker at most this long
+// (or an interval, if shorter), so other Rollouts go on with the others.
+const MaxQueryTime = 30 * time.Second
+
+// measureAll takes the due metrics' measurements at once, each in its own
+// goroutine, under one deadline: the shortest of the analysis interval and
+// MaxQueryTime. A query still running then is an Error measurement.
+func measureAll(ctx context.Context, m Measurer, spec v1alpha1.AnalysisSpec, due []int, vars analysis.Vars, metrics []v1alpha1.MetricStatus, readyAt, now time.Time) []analysis.Measurement {
+	deadline := min(spec.Interval.Duration, MaxQueryTime)
+	roundCtx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	out := make([]analysis.Measurement, len(due))
+	var wg sync.WaitGroup
+	for i, k := range due {
+		wg.Go(func() {
+			out[i] = measure(roundCtx, m, spec.Metrics[k], vars, metrics[k].Lookback != "", readyAt, now)
+			if out[i].Phase == analysis.PhaseError && ctx.Err() == nil && roundCtx.Err() != nil {
+				out[i].Message = fmt.Sprintf("no answer within %s (the interval, at most %s): %s", analysis.FormatDuration(deadline), analysis.FormatDuration(MaxQueryTime), out[i].Message)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // measure renders a due metric's query for now, checks that its window

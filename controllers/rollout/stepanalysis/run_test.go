@@ -3,7 +3,9 @@ package stepanalysis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,6 +93,7 @@ func TestSchedule(t *testing.T) {
 // records when it was asked and what.
 type fakeMeasurer struct {
 	answer  func(query string, n int) analysis.Measurement
+	mu      sync.Mutex
 	queries []string
 	varsErr error
 }
@@ -100,8 +103,11 @@ func (f *fakeMeasurer) Vars(context.Context) (analysis.Vars, error) {
 }
 
 func (f *fakeMeasurer) Measure(_ context.Context, _ v1alpha1.Metric, query string) analysis.Measurement {
+	f.mu.Lock()
 	f.queries = append(f.queries, query)
-	return f.answer(query, len(f.queries))
+	n := len(f.queries)
+	f.mu.Unlock()
+	return f.answer(query, n)
 }
 
 func value(v float64) analysis.Measurement {
@@ -376,5 +382,49 @@ func TestNextDueIsTheEarliest(t *testing.T) {
 	// now; passed metric c is not measured again; d waits for its first.
 	if got := nextDue(a, 30*time.Second, now); got != 11*time.Second {
 		t.Errorf("next = %s, want 11s", got)
+	}
+}
+
+// slowMeasurer answers after delay, or when the round's deadline cuts it.
+type slowMeasurer struct{ delay map[string]time.Duration }
+
+func (s slowMeasurer) Vars(context.Context) (analysis.Vars, error) { return analysis.Vars{}, nil }
+
+func (s slowMeasurer) Measure(ctx context.Context, metric v1alpha1.Metric, _ string) analysis.Measurement {
+	select {
+	case <-time.After(s.delay[metric.Name]):
+		return value(0)
+	case <-ctx.Done():
+		return analysis.Measurement{Phase: analysis.PhaseError, Message: "query prometheus: " + ctx.Err().Error()}
+	}
+}
+
+// A Prometheus that never answers holds the round no longer than the
+// interval, and the other metrics are measured alongside, not after it.
+func TestRunMeasuresDueMetricsTogetherUnderOneDeadline(t *testing.T) {
+	s := spec(func(a *v1alpha1.AnalysisSpec) { a.ScrapeMargin = dur(time.Second); a.Interval = dur(300 * time.Millisecond) },
+		metric("a", `sum(a)`), metric("b", `sum(b)`), metric("silent", `sum(c)`))
+	m := slowMeasurer{delay: map[string]time.Duration{"a": 100 * time.Millisecond, "b": 100 * time.Millisecond, "silent": time.Hour}}
+	in := input(s)
+	in.Now = at(5)
+	start := time.Now()
+	res, err := Run(context.Background(), in, m)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > 2*time.Second {
+		t.Errorf("the round took %s, want about the 300ms interval", took)
+	}
+	phases := map[string]v1alpha1.MeasurementPhase{}
+	for _, m := range res.Measurements {
+		phases[m.Metric] = m.Phase
+		if m.Metric == "silent" && !strings.Contains(m.Message, "no answer within 300ms (the interval, at most 30s)") {
+			t.Errorf("silent metric message %q", m.Message)
+		}
+	}
+	want := map[string]v1alpha1.MeasurementPhase{"a": v1alpha1.MeasurementSuccessful, "b": v1alpha1.MeasurementSuccessful, "silent": v1alpha1.MeasurementError}
+	if fmt.Sprint(phases) != fmt.Sprint(want) {
+		t.Errorf("phases %v, want %v", phases, want)
 	}
 }

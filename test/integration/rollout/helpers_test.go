@@ -80,7 +80,7 @@ func startController(t *testing.T, ns string) *controllerManager {
 		Metrics:         rollout.NewMetrics(),
 		ProviderFactory: fakeProviderFactory,
 	}
-	if err := r.SetupWithManager(mgr, 2); err != nil {
+	if err := r.SetupWithManager(mgr, rollout.DefaultConcurrency); err != nil {
 		t.Fatalf("setting up Rollout controller: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
