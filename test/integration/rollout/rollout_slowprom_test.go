@@ -82,9 +82,10 @@ func TestSilentPrometheusDoesNotHoldUpOtherRollouts(t *testing.T) {
 	// Alone, a good Rollout takes about 8s here: two steps, each a 1s
 	// scrape margin and two measurements a second apart.
 	for i := 0; i < 20; i += 2 {
-		eventually(t, ns, fmt.Sprintf("web-%02d", i), func(g Gomega, ro *stepwisev1.Rollout) {
+		name := fmt.Sprintf("web-%02d", i)
+		eventually(t, ns, name, func(g Gomega, ro *stepwisev1.Rollout) {
 			kstatusHealthy(g, ro)
-			g.Expect(ro.Status.StableRevision).To(Equal("web-2-0-0"))
+			g.Expect(ro.Status.StableRevision).To(Equal(name + "-2-0-0"))
 		})
 	}
 	if took := time.Since(start); took > 20*time.Second {
@@ -92,7 +93,7 @@ func TestSilentPrometheusDoesNotHoldUpOtherRollouts(t *testing.T) {
 	}
 	for i := 1; i < 20; i += 2 {
 		ro := getRollout(t, ns, fmt.Sprintf("web-%02d", i))
-		if ro.Status.Phase == stepwisev1.RolloutHealthy && ro.Status.StableRevision == "web-2-0-0" {
+		if ro.Status.Phase == stepwisev1.RolloutHealthy && ro.Status.StableRevision == ro.Name+"-2-0-0" {
 			t.Errorf("%s promoted with a Prometheus that never answered", ro.Name)
 		}
 		for _, m := range ro.Status.Measurements {
