@@ -145,3 +145,7 @@ const (
 
 // MaxMeasurements bounds status.measurements; the writer drops the oldest.
 const MaxMeasurements = 20
+
+// MaxPreviousStableRevisions bounds status.previousStableRevisions; the
+// writer drops the oldest.
+const MaxPreviousStableRevisions = 10
