@@ -100,6 +100,9 @@ const (
 	ReasonReconcileFailed = "ReconcileFailed"
 	// ReasonFieldManagerConflict is the reason of PartitionConflictCondition.
 	ReasonFieldManagerConflict = "FieldManagerConflict"
+	// ReasonDuplicateRollout: an older Rollout drives the same workload;
+	// this one leaves it alone until that one is deleted.
+	ReasonDuplicateRollout = "DuplicateRollout"
 )
 
 // Event reasons on a Rollout.
@@ -122,6 +125,9 @@ const (
 	EventResumed                  = "Resumed"
 	EventRequestIgnored           = "RequestIgnored"
 	EventPartitionConflict        = "PartitionConflict"
+	// EventDuplicateRollout: a Warning that an older Rollout drives the
+	// same workload, naming it.
+	EventDuplicateRollout = "DuplicateRollout"
 	// EventAnalysisPassed: every metric of a step's analysis passed.
 	EventAnalysisPassed = "AnalysisPassed"
 	// EventAnalysisFailed: a metric failed; the rollout aborts.

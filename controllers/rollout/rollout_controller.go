@@ -70,8 +70,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // SetupWithManager wires the reconciler. Rollouts are watched for spec and
-// annotation changes (requests), and the workloads they drive for any
-// change, mapped back through a field index; time-driven work (pauses,
+// annotation changes (requests) and, for the other Rollouts of the same
+// workload, for their deletion; the workloads they drive for any change,
+// mapped back through a field index; time-driven work (pauses,
 // measurements, deadlines) is requeued, nothing is polled. OpenKruise's
 // CloneSet is watched only when its CRD is installed at start.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
@@ -90,6 +91,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.CloneSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.CloneSetGVK))).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.StatefulSetGVK))).
+		// The next Rollout of a workload takes over when the one driving it goes.
+		Watches(&v1alpha1.Rollout{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(goingAway)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 
 	kruise := workload.KruiseCloneSetGVK
@@ -187,6 +190,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // first (the decision's main act), then the analysis.
 func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Duration, error) {
 	ro := rd.ro
+	if err := r.checkClaim(ctx, rd); err != nil {
+		return 0, err
+	}
 	wl, err := workload.New(ro.Spec.WorkloadRef, ro.Namespace, r.workloadClients())
 	if err != nil {
 		return 0, stall(v1alpha1.ReasonWorkloadUnsupported, "%v", err)
