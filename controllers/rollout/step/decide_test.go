@@ -304,7 +304,7 @@ func TestDecide(t *testing.T) {
 			}),
 		},
 		{
-			name: "a_rollback_to_the_stable_revision_changes_no_history",
+			name:  "a_rollback_to_the_stable_revision_changes_no_history",
 			setup: []action{status(func(s *Status) { s.PreviousStableRevisions = []string{"r0"} })},
 			calls: seq(startR2, []call{
 				{do: []action{revert("r1", replicas)}, want: want{phase: healthy, stable: "r1", previous: "r0", events: ev(v1alpha1.EventRollingBack, v1alpha1.EventRolloutCompleted)}},
