@@ -8,6 +8,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -64,7 +65,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=clonesets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -91,6 +92,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.CloneSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.CloneSetGVK))).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.StatefulSetGVK))).
+		// A rollback deletes canary Pods one by one and waits for each.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod), builder.WithPredicates(podMoved)).
 		// The next Rollout of a workload takes over when the one driving it goes.
 		Watches(&v1alpha1.Rollout{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(goingAway)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
@@ -229,6 +232,9 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	gvk, _ := workloadGVK(ro.Spec.WorkloadRef)
 	if e := setPartitionConflict(ro, rd, ro.Spec.WorkloadRef.Kind, workload.PartitionPath(gvk)); e != nil {
 		rd.events = append(rd.events, *e)
+	}
+	if err := r.rollBackCanaries(ctx, rd, wl, obs); err != nil {
+		return 0, err
 	}
 	analysisRequeue, err := r.runAnalysis(ctx, rd, wl, obs)
 	if err != nil {
