@@ -173,7 +173,6 @@ func waitForEvents(t *testing.T, ns, name, reason string, n int) []string {
 	return notes
 }
 
-
 // commitKruise changes the Kruise CloneSet's image as git would.
 func commitKruise(t *testing.T, ns, name, version string) {
 	t.Helper()
