@@ -25,6 +25,13 @@ const (
 	PauseAtAnnotation = "stepwise.dev/pause-at"
 	// ResumeAtAnnotation ends a pause-at request.
 	ResumeAtAnnotation = "stepwise.dev/resume-at"
+
+	// KruisePartitionRollbackAnnotation, set to "true" on an OpenKruise
+	// CloneSet, declares that Kruise runs with its CloneSetPartitionRollback
+	// feature gate on, so it moves updated Pods back itself when the
+	// partition rises. Without it, a Rollout that aborts deletes the canary
+	// Pods one budget at a time and Kruise recreates them on the current revision.
+	KruisePartitionRollbackAnnotation = "stepwise.dev/kruise-partition-rollback"
 )
 
 // Rollout condition types beside Flux's meta.ReadyCondition,
@@ -36,6 +43,12 @@ const (
 	// partition from the manifest in git, or tell Argo CD to ignore it with
 	// ignoreDifferences.
 	PartitionConflictCondition = "PartitionConflict"
+	// CanaryRollbackCondition is True while an aborted Rollout deletes
+	// canary Pods so that a workload that does not move them back itself (a
+	// StatefulSet, an OpenKruise CloneSet without CloneSetPartitionRollback)
+	// recreates them on the stable revision; its message says which Pod it
+	// waits for. False once every Pod is back; absent when nothing needed it.
+	CanaryRollbackCondition = "CanaryRollback"
 )
 
 // Reasons of a Rollout's conditions and of status.reason-like decisions. The
@@ -104,6 +117,15 @@ const (
 	ReasonReconcileFailed = "ReconcileFailed"
 	// ReasonFieldManagerConflict is the reason of PartitionConflictCondition.
 	ReasonFieldManagerConflict = "FieldManagerConflict"
+	// ReasonRollingBackCanaryPods is the reason of CanaryRollbackCondition
+	// while canary Pods are deleted and recreated.
+	ReasonRollingBackCanaryPods = "RollingBackCanaryPods"
+	// ReasonCanaryPodsRolledBack is the reason of CanaryRollbackCondition
+	// once every Pod is back on the stable revision.
+	ReasonCanaryPodsRolledBack = "CanaryPodsRolledBack"
+	// ReasonDuplicateRollout: an older Rollout drives the same workload;
+	// this one leaves it alone until that one is deleted.
+	ReasonDuplicateRollout = "DuplicateRollout"
 )
 
 // Event reasons on a Rollout.
@@ -126,6 +148,14 @@ const (
 	EventResumed                  = "Resumed"
 	EventRequestIgnored           = "RequestIgnored"
 	EventPartitionConflict        = "PartitionConflict"
+	// EventCanaryPodDeleted: a canary Pod was deleted after an abort so that
+	// its workload recreates it on the stable revision.
+	EventCanaryPodDeleted = "CanaryPodDeleted"
+	// EventCanaryRollbackCompleted: every Pod is back on the stable revision.
+	EventCanaryRollbackCompleted = "CanaryRollbackCompleted"
+	// EventDuplicateRollout: a Warning that an older Rollout drives the
+	// same workload, naming it.
+	EventDuplicateRollout = "DuplicateRollout"
 	// EventAnalysisPassed: every metric of a step's analysis passed.
 	EventAnalysisPassed = "AnalysisPassed"
 	// EventAnalysisFailed: a metric failed; the rollout aborts.
@@ -156,3 +186,7 @@ const (
 
 // MaxMeasurements bounds status.measurements; the writer drops the oldest.
 const MaxMeasurements = 20
+
+// MaxPreviousStableRevisions bounds status.previousStableRevisions; the
+// writer drops the oldest.
+const MaxPreviousStableRevisions = 10

@@ -90,7 +90,8 @@ type RolloutSpec struct {
 
 	// VersionPolicy checks the image tag of one container as a semantic
 	// version: a revision that breaks the constraint is not rolled out, and a
-	// downgrade from the stable revision takes the fast path (no steps, no analysis).
+	// downgrade from the stable revision to a revision that was stable before
+	// (or that trustedDowngrades trusts) takes the fast path (no steps, no analysis).
 	// +optional
 	VersionPolicy *VersionPolicy `json:"versionPolicy,omitempty"`
 
@@ -355,6 +356,17 @@ type VersionPolicy struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Constraint string `json:"constraint,omitempty"`
+	// TrustedDowngrades (Masterminds/semver syntax, such as ">=1.0.0") lets a
+	// downgrade whose version meets it take the fast path even when its
+	// revision was never stable under this Rollout. Unset: only a revision
+	// listed in status.previousStableRevisions is trusted. A pre-release
+	// (1.4.0-hotfix.1) meets a constraint only if the constraint names a
+	// pre-release itself, so a hotfix build below its release walks the steps.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9A-Za-z.+*<>=!~^, |-]+$')",message="versionPolicy.trustedDowngrades must be a semantic version constraint such as \">=1.0.0\" (Masterminds/semver syntax)"
+	TrustedDowngrades string `json:"trustedDowngrades,omitempty"`
 }
 
 // RolloutStatus is the observed state of a Rollout. Everything the step
@@ -387,6 +399,16 @@ type RolloutStatus struct {
 	// StableRevision is the workload revision last rolled out in full.
 	// +optional
 	StableRevision string `json:"stableRevision,omitempty"`
+
+	// PreviousStableRevisions are the revisions that were stable before
+	// StableRevision, newest first, at most MaxPreviousStableRevisions (10):
+	// a semver downgrade takes the fast path only to one of them (or to a
+	// version spec.versionPolicy.trustedDowngrades trusts). It is written
+	// with StableRevision in the same status write, so it survives restarts.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=253
+	PreviousStableRevisions []string `json:"previousStableRevisions,omitempty"`
 
 	// CanaryRevision is the revision being rolled out, or the one aborted.
 	// +optional

@@ -576,6 +576,11 @@ func (in *RolloutStatus) DeepCopyInto(out *RolloutStatus) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.PreviousStableRevisions != nil {
+		in, out := &in.PreviousStableRevisions, &out.PreviousStableRevisions
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.StepStartedAt != nil {
 		in, out := &in.StepStartedAt, &out.StepStartedAt
 		*out = (*in).DeepCopy()

@@ -8,14 +8,20 @@
 //  1. Get the Rollout; one deferred function summarizes the conditions and
 //     patches the status (optimistic lock, so a stale cached read can never
 //     write an old step back), then records Events and metrics.
-//  2. Observe the workload through its adapter (package workload).
+//  2. Stop, stalled, when an older Rollout drives the same workload (the
+//     oldest by creation, then name, drives it); otherwise observe the
+//     workload through its adapter (package workload).
 //  3. Gather the step decision's input (resolved steps, the status, the
 //     workload, the analysis verdict kept in status, the request annotations,
 //     the version policy) and let step.Decide, which is pure, decide.
 //  4. Act: apply the decided partition with server-side apply (field manager
 //     "stepwise-rollout"), looking for other writers of it only when the
 //     workload does not hold what was set; then run the analysis, at most one
-//     measurement per metric per reconcile, when due.
+//     measurement per metric per reconcile, when due. After an abort, on a
+//     workload that does not move Pods back when the partition rises (a
+//     StatefulSet, an OpenKruise CloneSet without CloneSetPartitionRollback),
+//     delete the canary Pods the pure rollback.Decide picks, within the
+//     workload's budget, so that it recreates them on the stable revision.
 //  5. Requeue at the earliest time-driven event (a pause ending, the next
 //     measurement, a progress deadline); everything else arrives by watch.
 //

@@ -74,14 +74,15 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=clonesets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // SetupWithManager wires the reconciler. Rollouts are watched for spec and
-// annotation changes (requests), and the workloads they drive for any
-// change, mapped back through a field index; time-driven work (pauses,
+// annotation changes (requests) and, for the other Rollouts of the same
+// workload, for their deletion; the workloads they drive for any change,
+// mapped back through a field index; time-driven work (pauses,
 // measurements, deadlines) is requeued, nothing is polled. OpenKruise's
 // CloneSet is watched only when its CRD is installed at start.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
@@ -100,6 +101,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.CloneSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.CloneSetGVK))).
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.StatefulSetGVK))).
+		// A rollback deletes canary Pods one by one and waits for each.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod), builder.WithPredicates(podMoved)).
+		// The next Rollout of a workload takes over when the one driving it goes.
+		Watches(&v1alpha1.Rollout{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(goingAway)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 
 	kruise := workload.KruiseCloneSetGVK
@@ -203,6 +208,9 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	if err := stepanalysis.Validate(&ro.Spec); err != nil {
 		return 0, stall(v1alpha1.ReasonInvalidAnalysis, "%v", err)
 	}
+	if err := r.checkClaim(ctx, rd); err != nil {
+		return 0, err
+	}
 	wl, err := workload.New(ro.Spec.WorkloadRef, ro.Namespace, r.workloadClients())
 	if err != nil {
 		return 0, stall(v1alpha1.ReasonWorkloadUnsupported, "%v", err)
@@ -239,6 +247,9 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	gvk, _ := workloadGVK(ro.Spec.WorkloadRef)
 	if e := setPartitionConflict(ro, rd, ro.Spec.WorkloadRef.Kind, workload.PartitionPath(gvk)); e != nil {
 		rd.events = append(rd.events, *e)
+	}
+	if err := r.rollBackCanaries(ctx, rd, wl, obs); err != nil {
+		return 0, err
 	}
 	analysisRequeue, err := r.runAnalysis(ctx, rd, wl, obs)
 	if err != nil {

@@ -22,17 +22,18 @@ import (
 // taken for this step's.
 func toStepStatus(st *v1alpha1.RolloutStatus) step.Status {
 	s := step.Status{
-		Phase:                st.Phase,
-		Reason:               st.Reason,
-		Message:              st.Message,
-		CurrentStepIndex:     st.CurrentStepIndex,
-		StableRevision:       st.StableRevision,
-		CanaryRevision:       st.CanaryRevision,
-		StepStartedAt:        timeOf(st.StepStartedAt),
-		StepReadyAt:          timeOf(st.StepReadyAt),
-		LastProgressAt:       timeOf(st.LastProgressAt),
-		UpdatedReadyReplicas: st.UpdatedReadyReplicas,
-		PauseRequested:       st.PauseRequested,
+		Phase:                   st.Phase,
+		Reason:                  st.Reason,
+		Message:                 st.Message,
+		CurrentStepIndex:        st.CurrentStepIndex,
+		StableRevision:          st.StableRevision,
+		PreviousStableRevisions: st.PreviousStableRevisions,
+		CanaryRevision:          st.CanaryRevision,
+		StepStartedAt:           timeOf(st.StepStartedAt),
+		StepReadyAt:             timeOf(st.StepReadyAt),
+		LastProgressAt:          timeOf(st.LastProgressAt),
+		UpdatedReadyReplicas:    st.UpdatedReadyReplicas,
+		PauseRequested:          st.PauseRequested,
 		Handled: step.Requests{
 			Promote: st.LastHandledPromoteAt,
 			Abort:   st.LastHandledAbortAt,
@@ -56,6 +57,7 @@ func fromStepStatus(st *v1alpha1.RolloutStatus, s step.Status) {
 	st.Message = s.Message
 	st.CurrentStepIndex = s.CurrentStepIndex
 	st.StableRevision = s.StableRevision
+	st.PreviousStableRevisions = s.PreviousStableRevisions
 	st.CanaryRevision = s.CanaryRevision
 	st.StepStartedAt = timePtr(s.StepStartedAt)
 	st.StepReadyAt = timePtr(s.StepReadyAt)

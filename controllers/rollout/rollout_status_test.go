@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,7 +110,7 @@ func TestStepStatusRoundTrip(t *testing.T) {
 	i := int32(1)
 	s := step.Status{
 		Phase: v1alpha1.RolloutProgressing, Reason: v1alpha1.ReasonStepPaused, Message: "m",
-		CurrentStepIndex: &i, StableRevision: "r1", CanaryRevision: "r2",
+		CurrentStepIndex: &i, StableRevision: "r1", PreviousStableRevisions: []string{"r0", "r-1"}, CanaryRevision: "r2",
 		StepStartedAt: at, StepReadyAt: at, LastProgressAt: at, UpdatedReadyReplicas: 3, PauseRequested: true,
 		Handled: step.Requests{Promote: "p", Abort: "a", Retry: "r", Pause: "pa", Resume: "re"},
 	}
@@ -119,7 +120,8 @@ func TestStepStatusRoundTrip(t *testing.T) {
 	want := s
 	want.StepStartedAt, want.StepReadyAt, want.LastProgressAt = at.Truncate(time.Second), at.Truncate(time.Second), at.Truncate(time.Second)
 	if !got.StepStartedAt.Equal(want.StepStartedAt) || got.Handled != want.Handled || got.Phase != want.Phase ||
-		*got.CurrentStepIndex != 1 || got.UpdatedReadyReplicas != 3 || !got.PauseRequested {
+		*got.CurrentStepIndex != 1 || got.UpdatedReadyReplicas != 3 || !got.PauseRequested ||
+		!slices.Equal(got.PreviousStableRevisions, want.PreviousStableRevisions) {
 		t.Errorf("round trip = %+v, want %+v", got, want)
 	}
 }

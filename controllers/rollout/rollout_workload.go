@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -104,7 +105,10 @@ func (r *Reconciler) decisionInput(ctx context.Context, rd *round, wl workload.W
 	if err != nil {
 		return step.Input{}, err
 	}
-	in.VersionViolation, in.Downgrade = vc.Violation, vc.Downgrade
+	if vc.Invalid != "" {
+		return step.Input{}, stall(v1alpha1.ReasonInvalidSpec, "%s", vc.Invalid)
+	}
+	in.VersionViolation, in.Downgrade, in.UntrustedDowngrade = vc.Violation, vc.Downgrade, vc.Untrusted
 	return in, nil
 }
 
@@ -140,7 +144,8 @@ func (r *Reconciler) versions(ctx context.Context, ro *v1alpha1.Rollout, wl work
 	if stableRev.Found {
 		stableImages = stableRev.Images
 	}
-	return checkVersion(policy, obs.UpdateRevision, update.Images, stableImages), nil
+	wasStable := slices.Contains(ro.Status.PreviousStableRevisions, obs.UpdateRevision)
+	return checkVersion(policy, obs.UpdateRevision, update.Images, stableImages, wasStable), nil
 }
 
 // syncPartition applies the decided partition when the workload does not

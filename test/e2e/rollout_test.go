@@ -36,6 +36,7 @@ func TestRollout(t *testing.T) {
 	t.Run("ScaleMidStepKeepsPercentPartition", func(t *testing.T) { testScaleMidStep(t, e) })
 	t.Run("ManagerRestartMidAnalysisResumes", func(t *testing.T) { testManagerRestartMidAnalysis(t, e) })
 	t.Run("VersionPolicyHoldsRollout", func(t *testing.T) { testVersionPolicy(t, e) })
+	t.Run("StatefulSetAbortRollsCanariesBack", func(t *testing.T) { testStatefulSetAbortRollsCanariesBack(t, e) })
 	t.Run("AnalysisWindows", func(t *testing.T) { testAnalysisWindows(t, e) })
 }
 

@@ -29,8 +29,33 @@ func Decide(in Input) Decision {
 	d.trackProgress()
 	d.takeRequests()
 	d.decide()
+	d.rememberStable()
 	d.reportIgnored()
 	return d.out
+}
+
+// rememberStable puts the stable revision this decision replaced first in
+// PreviousStableRevisions, so that a later downgrade to it is known to have
+// been stable; the new stable revision leaves the list, and the oldest
+// entries fall off past v1alpha1.MaxPreviousStableRevisions. Adopting a first
+// stable revision replaces nothing. A new slice is built: the input's is
+// shared with the caller.
+func (d *decider) rememberStable() {
+	before, s := d.in.Status.StableRevision, d.status()
+	if before == "" || s.StableRevision == before {
+		return
+	}
+	kept := make([]string, 0, v1alpha1.MaxPreviousStableRevisions)
+	kept = append(kept, before)
+	for _, r := range s.PreviousStableRevisions {
+		if len(kept) == v1alpha1.MaxPreviousStableRevisions {
+			break
+		}
+		if r != before && r != s.StableRevision {
+			kept = append(kept, r)
+		}
+	}
+	s.PreviousStableRevisions = kept
 }
 
 // decider is one call's scratch space: the input, the decision being built

@@ -1,6 +1,7 @@
 package step
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -293,6 +294,33 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name: "completed_rollouts_remember_the_stable_revisions_they_replaced",
+			calls: seq(startR2, toAnalysis, []call{
+				{do: []action{verdict(VerdictPassed, "")}, want: want{step: "2", previous: "-"}},
+				{do: []action{converge()}, want: want{phase: healthy, stable: "r2", previous: "r1", events: ev(v1alpha1.EventStepReady, v1alpha1.EventRolloutCompleted)}},
+				// A trusted downgrade back to r1 swaps them.
+				{do: []action{commit("r1"), downgrade(true)}, want: want{reason: v1alpha1.ReasonDowngrading, stable: "r2", previous: "r1"}},
+				{do: []action{observed(), ready(replicas)}, want: want{phase: healthy, stable: "r1", previous: "r2"}},
+			}),
+		},
+		{
+			name:  "a_rollback_to_the_stable_revision_changes_no_history",
+			setup: []action{status(func(s *Status) { s.PreviousStableRevisions = []string{"r0"} })},
+			calls: seq(startR2, []call{
+				{do: []action{revert("r1", replicas)}, want: want{phase: healthy, stable: "r1", previous: "r0", events: ev(v1alpha1.EventRollingBack, v1alpha1.EventRolloutCompleted)}},
+			}),
+		},
+		{
+			name: "the_history_is_bounded_and_never_lists_the_stable_revision",
+			setup: []action{status(func(s *Status) {
+				s.PreviousStableRevisions = []string{"a", "b", "c", "d", "e", "r0", "f", "g", "h", "i"}
+			})},
+			calls: []call{
+				{do: []action{commit("r0"), downgrade(true), ready(replicas)}, want: want{phase: healthy, stable: "r0", previous: "r1,a,b,c,d,e,f,g,h,i"}},
+				{do: []action{commit("r9"), downgrade(true), ready(replicas)}, want: want{phase: healthy, stable: "r9", previous: "r0,r1,a,b,c,d,e,f,g,h"}},
+			},
+		},
+		{
 			name: "progress_deadline_on_a_rollback_keeps_going_and_stalls",
 			calls: seq(startR2, toAnalysis, []call{
 				{do: []action{revert("r1", 5)}, want: want{reason: v1alpha1.ReasonRollingBack, requeue: "10m0s"}},
@@ -458,4 +486,21 @@ func TestDecide(t *testing.T) {
 var inconclusivePause = []call{
 	{do: []action{verdict(VerdictInconclusive, "error-rate: empty result")}, want: want{phase: paused, reason: v1alpha1.ReasonAnalysisInconclusive, step: "1", partition: "50%", analysis: "Keep", message: "empty result", events: ev(v1alpha1.EventAnalysisInconclusive)}},
 	{do: []action{tick(time.Hour)}, want: want{phase: paused, reason: v1alpha1.ReasonAnalysisInconclusive, events: ev()}},
+}
+
+// TestAnUntrustedDowngradeSaysWhyItTakesTheSteps: a lower version that was
+// never stable is rolled out like any other revision, and the RolloutStarted
+// Event says why it did not take the fast path.
+func TestAnUntrustedDowngradeSaysWhyItTakesTheSteps(t *testing.T) {
+	s := newSim()
+	commit("r0")(s)
+	s.in.UntrustedDowngrade = "1.4.0-hotfix.1 is lower than 1.4.0 but was never stable here"
+	d := Decide(s.in)
+	if d.Status.CurrentStepIndex == nil || *d.Status.CurrentStepIndex != 0 || d.Partition.String() != "90%" {
+		t.Fatalf("decision %+v, want step 0 at 90%%", d)
+	}
+	if len(d.Events) != 1 || d.Events[0].Reason != v1alpha1.EventRolloutStarted ||
+		!strings.Contains(d.Events[0].Message, "; 1.4.0-hotfix.1 is lower than 1.4.0 but was never stable here") {
+		t.Errorf("events %+v, want RolloutStarted naming why the downgrade is not trusted", d.Events)
+	}
 }

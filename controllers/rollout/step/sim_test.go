@@ -47,7 +47,9 @@ type want struct {
 	analysis  string // "Keep", "Start", "Run" or "Clear"
 	requeue   string // a time.Duration's String(), "0s" for none
 	message   string // substring
-	events    []string
+	// previous is PreviousStableRevisions joined with ",", "-" for none.
+	previous string
+	events   []string
 }
 
 type scenario struct {
@@ -224,6 +226,11 @@ func (w want) check(t *testing.T, i int, d Decision) {
 		canary = "-"
 	}
 	eq("canary", canary, w.canary)
+	previous := strings.Join(s.PreviousStableRevisions, ",")
+	if previous == "" {
+		previous = "-"
+	}
+	eq("previous", previous, w.previous)
 	action := string(d.Analysis)
 	if action == "" {
 		action = "Keep"

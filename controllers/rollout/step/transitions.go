@@ -204,7 +204,11 @@ func (d *decider) start() {
 	if restarting {
 		d.event(corev1.EventTypeNormal, v1alpha1.EventRolloutRestarted, "revision %s replaces canary %s: restarting at step 1/%d, partition %s", w.UpdateRevision, previous, len(d.in.Steps), first.Partition.String())
 	} else {
-		d.event(corev1.EventTypeNormal, v1alpha1.EventRolloutStarted, "rolling out revision %s over stable %s: step 1/%d, partition %s", w.UpdateRevision, s.StableRevision, len(d.in.Steps), first.Partition.String())
+		msg := fmt.Sprintf("rolling out revision %s over stable %s: step 1/%d, partition %s", w.UpdateRevision, s.StableRevision, len(d.in.Steps), first.Partition.String())
+		if d.in.UntrustedDowngrade != "" {
+			msg += "; " + d.in.UntrustedDowngrade
+		}
+		d.event(corev1.EventTypeNormal, v1alpha1.EventRolloutStarted, "%s", msg)
 	}
 	d.waitForPods(0, true)
 	d.requeue(settle)

@@ -89,6 +89,11 @@ type Status struct {
 	CurrentStepIndex *int32
 	// StableRevision is the revision last rolled out in full.
 	StableRevision string
+	// PreviousStableRevisions are the revisions that were stable before
+	// StableRevision, newest first, at most
+	// v1alpha1.MaxPreviousStableRevisions. Decide keeps it: whenever it
+	// replaces StableRevision, the one replaced goes first.
+	PreviousStableRevisions []string
 	// CanaryRevision is the revision being rolled out, or the one aborted.
 	CanaryRevision string
 	// StepStartedAt is when the current step's partition was decided.
@@ -160,8 +165,14 @@ type Input struct {
 	// spec.versionPolicy; empty when it does not (or there is no policy).
 	VersionViolation string
 	// Downgrade is true when the update revision's version is lower than the
-	// stable revision's (spec.versionPolicy's container).
+	// stable revision's (spec.versionPolicy's container) and the downgrade is
+	// trusted: the revision was stable before (Status.PreviousStableRevisions)
+	// or its version meets spec.versionPolicy.trustedDowngrades. It takes the
+	// fast path.
 	Downgrade bool
+	// UntrustedDowngrade says why a lower version is not trusted and takes
+	// the steps; empty otherwise. It is added to the RolloutStarted Event.
+	UntrustedDowngrade string
 }
 
 // Event is one Kubernetes Event to record on the Rollout.

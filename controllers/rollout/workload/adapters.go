@@ -39,13 +39,17 @@ func (w *cloneSet) Observe(ctx context.Context) (Observation, error) {
 		Partition:            cs.Spec.UpdateStrategy.Partition,
 		Selector:             selector,
 		Images:               imagesOf(&cs.Spec.Template.Spec),
+		// It rolls updated Pods back in place when the partition rises.
+		RollsBack: true,
 	}, nil
 }
 
 // kruiseCloneSet drives OpenKruise's CloneSet. Its partition and the status
 // fields read here have the same paths and meaning as in Stepwise's
-// CloneSet, so only the decoding differs. Rolling Pods back when the
-// partition rises needs Kruise's CloneSetPartitionRollback feature gate.
+// CloneSet, so only the decoding differs. Kruise moves Pods back when the
+// partition rises only with its CloneSetPartitionRollback feature gate on,
+// which no API shows: the CloneSet's KruisePartitionRollbackAnnotation says
+// so, and without it the Rollout deletes canary Pods after an abort.
 type kruiseCloneSet struct{ base }
 
 func (w *kruiseCloneSet) Observe(ctx context.Context) (Observation, error) {
@@ -60,11 +64,14 @@ func (w *kruiseCloneSet) Observe(ctx context.Context) (Observation, error) {
 	// Decode only the fields read here: the rest of Kruise's schema is not
 	// ours to keep up with.
 	var spec struct {
-		Replicas       *int32                 `json:"replicas"`
-		Selector       *metav1.LabelSelector  `json:"selector"`
-		Template       corev1.PodTemplateSpec `json:"template"`
-		UpdateStrategy struct {
-			Partition *intstr.IntOrString `json:"partition"`
+		Replicas        *int32                 `json:"replicas"`
+		Selector        *metav1.LabelSelector  `json:"selector"`
+		Template        corev1.PodTemplateSpec `json:"template"`
+		MinReadySeconds int32                  `json:"minReadySeconds"`
+		UpdateStrategy  struct {
+			Partition      *intstr.IntOrString `json:"partition"`
+			MaxUnavailable *intstr.IntOrString `json:"maxUnavailable"`
+			MaxSurge       *intstr.IntOrString `json:"maxSurge"`
 		} `json:"updateStrategy"`
 	}
 	var status struct {
@@ -94,6 +101,11 @@ func (w *kruiseCloneSet) Observe(ctx context.Context) (Observation, error) {
 		Partition:            spec.UpdateStrategy.Partition,
 		Selector:             selector,
 		Images:               imagesOf(&spec.Template.Spec),
+		RollsBack:            u.GetAnnotations()[v1alpha1.KruisePartitionRollbackAnnotation] == "true",
+		// Kruise's default is 20%, rounded up unless a surge is allowed.
+		MaxUnavailable: budget(spec.UpdateStrategy.MaxUnavailable, intstr.FromString("20%"), replicasOf(spec.Replicas),
+			spec.UpdateStrategy.MaxSurge == nil || isZero(*spec.UpdateStrategy.MaxSurge)),
+		MinReadySeconds: spec.MinReadySeconds,
 	}, nil
 }
 
@@ -127,6 +139,11 @@ func (w *statefulSet) Observe(ctx context.Context) (Observation, error) {
 		p := intstr.FromInt32(*ru.Partition)
 		partition = &p
 	}
+	// The StatefulSet controller's default and rounding (down, at least 1).
+	var maxUnavailable *intstr.IntOrString
+	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+		maxUnavailable = ru.MaxUnavailable
+	}
 	st := sts.Status
 	updatedReady := min(max(st.ReadyReplicas-(st.Replicas-st.UpdatedReplicas), 0), st.UpdatedReplicas)
 	return Observation{
@@ -141,7 +158,23 @@ func (w *statefulSet) Observe(ctx context.Context) (Observation, error) {
 		CountsOnly:           true,
 		Selector:             selector,
 		Images:               imagesOf(&sts.Spec.Template.Spec),
+		MaxUnavailable:       budget(maxUnavailable, intstr.FromInt32(1), replicasOf(sts.Spec.Replicas), false),
+		MinReadySeconds:      sts.Spec.MinReadySeconds,
 	}, nil
+}
+
+// budget resolves an update budget (maxUnavailable) to Pods, def when
+// unset, and never below 1: a rollback must be able to move a Pod.
+func budget(v *intstr.IntOrString, def intstr.IntOrString, replicas int32, roundUp bool) int32 {
+	n, err := intstr.GetScaledValueFromIntOrPercent(intstr.ValueOrDefault(v, def), int(replicas), roundUp)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return int32(n)
+}
+
+func isZero(v intstr.IntOrString) bool {
+	return v.Type == intstr.Int && v.IntVal == 0 || v.Type == intstr.String && (v.StrVal == "0" || v.StrVal == "0%")
 }
 
 func replicasOf(r *int32) int32 {

@@ -140,6 +140,36 @@ func (b *base) PodNames(ctx context.Context, obs Observation, revision string) (
 	return names, nil
 }
 
+// Pods lists the workload's Pods from the cache: those its selector
+// matches and whose controller is the workload (the UID observed), so that
+// another workload's Pods under an overlapping selector are never touched.
+func (b *base) Pods(ctx context.Context, obs Observation) ([]corev1.Pod, error) {
+	if obs.Selector == nil || obs.Selector.Empty() {
+		return nil, nil
+	}
+	var list corev1.PodList
+	if err := b.c.Reader.List(ctx, &list, client.InNamespace(b.key.Namespace), client.MatchingLabelsSelector{Selector: obs.Selector}); err != nil {
+		return nil, fmt.Errorf("listing Pods of %s: %w", b.describe(), err)
+	}
+	pods := make([]corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		if owner := metav1.GetControllerOf(&list.Items[i]); owner != nil && owner.UID == obs.UID {
+			pods = append(pods, list.Items[i])
+		}
+	}
+	return pods, nil
+}
+
+// DeletePod deletes one Pod with its UID as a precondition.
+func (b *base) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	uid := pod.UID
+	err := b.c.Writer.Delete(ctx, pod, client.Preconditions{UID: &uid})
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return fmt.Errorf("deleting Pod %s of %s: %w", pod.Name, b.describe(), err)
+}
+
 // Revision reads the revision's ControllerRevision, which all three
 // workloads name after the revision; when it has been pruned, a Pod still on
 // the revision; for the update revision, the template itself.

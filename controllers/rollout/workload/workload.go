@@ -56,6 +56,14 @@ type Workload interface {
 	// Revision reads what a revision runs; Found is false when neither its
 	// ControllerRevision nor a Pod on it exists any more.
 	Revision(ctx context.Context, obs Observation, name string) (Revision, error)
+	// Pods lists the Pods the workload controls (its controller owner
+	// reference), from the cache.
+	Pods(ctx context.Context, obs Observation) ([]corev1.Pod, error)
+	// DeletePod deletes pod, only while it is the Pod that was read (its
+	// UID is a precondition), so that a Pod a StatefulSet recreated under
+	// the same name is never deleted for its predecessor. A Pod already
+	// gone or replaced is not an error.
+	DeletePod(ctx context.Context, pod *corev1.Pod) error
 }
 
 // Observation is what a workload reports.
@@ -79,6 +87,18 @@ type Observation struct {
 	Selector labels.Selector
 	// Images of the current template, by container name.
 	Images map[string]string
+	// RollsBack is true when the workload moves Pods already updated back to
+	// its current revision by itself once the partition rises (Stepwise's
+	// CloneSet; OpenKruise's with its CloneSetPartitionRollback gate, which
+	// the CloneSet's KruisePartitionRollbackAnnotation declares). Otherwise
+	// the Rollout deletes them after an abort, and the workload recreates
+	// them on its current revision.
+	RollsBack bool
+	// MaxUnavailable is the workload's update budget resolved to Pods, at
+	// least 1: how many of its Pods may be unavailable at once.
+	MaxUnavailable int32
+	// MinReadySeconds is how long a Pod must be ready to count as available.
+	MinReadySeconds int32
 }
 
 // Revision is what a revision of the workload runs.

@@ -1,6 +1,7 @@
 package rollout_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,13 +114,16 @@ func TestSpecPausedHoldsANewRevision(t *testing.T) {
 }
 
 // A version outside spec.versionPolicy's constraint is held with a clear
-// condition and no Pod moved; an allowed one rolls out; a semver downgrade
-// takes the fast path.
+// condition and no Pod moved; an allowed one rolls out. A lower version
+// takes the fast path only back to a revision that was stable before: a
+// hotfix pre-release below its release is new code and walks the steps.
 func TestVersionPolicy(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, true)
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%"), pauseForPromote()), stepAt(num(0)))
-	ro.Spec.VersionPolicy = &stepwisev1.VersionPolicy{Container: "app", Constraint: ">=1.0.0 <2.0.0"}
+	// "-0" lets pre-releases in: Masterminds/semver leaves them out of a
+	// range that names none.
+	ro.Spec.VersionPolicy = &stepwisev1.VersionPolicy{Container: "app", Constraint: ">=1.0.0-0 <2.0.0"}
 	createRollout(t, ro)
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
 
@@ -129,7 +133,7 @@ func TestVersionPolicy(t *testing.T) {
 		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonVersionPolicyViolation))
 		kstatusStalled(g, ro)
 	})
-	if ready := condition(held, meta.ReadyCondition); !strings.Contains(ready.Message, `outside constraint ">=1.0.0 <2.0.0"`) || ready.Reason != stepwisev1.ReasonVersionPolicyViolation {
+	if ready := condition(held, meta.ReadyCondition); !strings.Contains(ready.Message, `outside constraint ">=1.0.0-0 <2.0.0"`) || ready.Reason != stepwisev1.ReasonVersionPolicyViolation {
 		t.Errorf("Ready = %s %q, want the violation explained", ready.Reason, ready.Message)
 	}
 	if p := partitionOf(t, ns, "web"); p != "100%" {
@@ -137,27 +141,75 @@ func TestVersionPolicy(t *testing.T) {
 	}
 	waitForEvent(t, ns, "web", stepwisev1.EventVersionPolicyViolation, "2.0.0")
 
-	commit(t, ns, "web", "1.5.0")
+	// rollOut walks a version through the steps with a promote.
+	rollOut := func(version, revision string) {
+		t.Helper()
+		commit(t, ns, "web", version)
+		eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+			stepIs(g, ro, 0)
+			g.Expect(ro.Status.CanaryRevision).To(Equal(revision))
+			g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
+		})
+		annotate(t, ns, "web", stepwisev1.PromoteAtAnnotation)
+		eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+			kstatusHealthy(g, ro)
+			g.Expect(ro.Status.StableRevision).To(Equal(revision))
+		})
+	}
+	rollOut("1.5.0", "web-1-5-0")
+
+	// 1.5.0-hotfix.1 sorts below 1.5.0, but it never ran here.
+	rollOut("1.5.0-hotfix.1", "web-1-5-0-hotfix-1")
+	waitForEvent(t, ns, "web", stepwisev1.EventRolloutStarted, "web-1-5-0-hotfix-1", "was never stable here, so it takes the steps")
+	if n := len(events(t, ns, "web", stepwisev1.EventDowngrading)); n != 0 {
+		t.Errorf("%d Downgrading Events, want none for a version never stable", n)
+	}
+	if got := getRollout(t, ns, "web").Status.PreviousStableRevisions; !slices.Equal(got, []string{"web-1-5-0", "web-1-0-0"}) {
+		t.Errorf("previousStableRevisions = %v, want [web-1-5-0 web-1-0-0]", got)
+	}
+
+	// 1.0.0 was stable before: back to it at once, without analysis.
+	commit(t, ns, "web", "1.0.0")
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		kstatusHealthy(g, ro)
+		g.Expect(ro.Status.StableRevision).To(Equal("web-1-0-0"))
+		g.Expect(ro.Status.PreviousStableRevisions).To(Equal([]string{"web-1-5-0-hotfix-1", "web-1-5-0"}))
+	})
+	waitForEvent(t, ns, "web", stepwisev1.EventDowngrading, "web-1-0-0")
+	if n := len(events(t, ns, "web", stepwisev1.EventRolloutStarted)); n != 2 {
+		t.Errorf("%d RolloutStarted Events, want 2: the downgrade takes no steps", n)
+	}
+}
+
+// spec.versionPolicy.trustedDowngrades trusts a downgrade to a version that
+// never ran here; one that is not a constraint is refused by the API server.
+func TestTrustedDowngrades(t *testing.T) {
+	t.Parallel()
+	ns := setup(t, true)
+	bad := newRollout(ns, "bad", cloneSetRef("web"), stepAt(num(0)))
+	bad.Spec.VersionPolicy = &stepwisev1.VersionPolicy{Container: "app", TrustedDowngrades: ">=1.0.0; rm -rf /"}
+	err := env.client.Create(testContext(t), bad)
+	if err == nil || !strings.Contains(err.Error(), "versionPolicy.trustedDowngrades must be a semantic version constraint") {
+		t.Fatalf("creating a Rollout with trustedDowngrades %q: %v, want it refused naming the field", bad.Spec.VersionPolicy.TrustedDowngrades, err)
+	}
+
+	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%"), pauseForPromote()), stepAt(num(0)))
+	ro.Spec.VersionPolicy = &stepwisev1.VersionPolicy{Container: "app", TrustedDowngrades: ">=0.9.0"}
+	createRollout(t, ro)
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
+	commit(t, ns, "web", "0.9.5")
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		kstatusHealthy(g, ro)
+		g.Expect(ro.Status.StableRevision).To(Equal("web-0-9-5"))
+	})
+	waitForEvent(t, ns, "web", stepwisev1.EventDowngrading, "web-0-9-5")
+
+	commit(t, ns, "web", "0.9.5-rc.1")
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		stepIs(g, ro, 0)
-		g.Expect(ro.Status.CanaryRevision).To(Equal("web-1-5-0"))
-		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
+		g.Expect(ro.Status.CanaryRevision).To(Equal("web-0-9-5-rc-1"))
 	})
-	annotate(t, ns, "web", stepwisev1.PromoteAtAnnotation)
-	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
-		kstatusHealthy(g, ro)
-		g.Expect(ro.Status.StableRevision).To(Equal("web-1-5-0"))
-	})
-
-	commit(t, ns, "web", "1.2.0")
-	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
-		kstatusHealthy(g, ro)
-		g.Expect(ro.Status.StableRevision).To(Equal("web-1-2-0"))
-	})
-	waitForEvent(t, ns, "web", stepwisev1.EventDowngrading, "web-1-2-0")
-	if n := len(events(t, ns, "web", stepwisev1.EventRolloutStarted)); n != 1 {
-		t.Errorf("%d RolloutStarted Events, want 1: the downgrade takes no steps", n)
-	}
+	waitForEvent(t, ns, "web", stepwisev1.EventRolloutStarted, `does not meet spec.versionPolicy.trustedDowngrades ">=0.9.0"`)
 }
 
 // Flux's reconcile.fluxcd.io/requestedAt is honoured: the token handled is

@@ -1,0 +1,126 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+)
+
+// Two Rollouts naming one workload would share the field manager, so
+// neither would see the other as a conflicting writer, and they would move
+// the partition back and forth. One drives it: the oldest. Its age is read
+// from the API server's objects, so every controller (and every restart of
+// one) picks the same, and the others never write the workload.
+
+// claimant returns the Rollout that drives a workload among the Rollouts
+// naming it: the oldest by creationTimestamp, the name breaking ties, since
+// timestamps have a one-second precision. Rollouts being deleted do not
+// count. Nil when none is left.
+func claimant(rollouts []v1alpha1.Rollout) *v1alpha1.Rollout {
+	var first *v1alpha1.Rollout
+	for i := range rollouts {
+		ro := &rollouts[i]
+		if !ro.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if first == nil || older(ro, first) {
+			first = ro
+		}
+	}
+	return first
+}
+
+func older(a, b *v1alpha1.Rollout) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// checkClaim stalls the round when another Rollout drives the workload,
+// before anything is read from or written to it. The Rollouts come from the
+// cache through the workload index; ro itself, read around the cache, is
+// put in fresh. The Warning Event is recorded when the refusal is news.
+func (r *Reconciler) checkClaim(ctx context.Context, rd *round) error {
+	ro := rd.ro
+	gvk, err := workloadGVK(ro.Spec.WorkloadRef)
+	if err != nil {
+		return nil //nolint:nilerr // the adapter reports an unsupported workload
+	}
+	var list v1alpha1.RolloutList
+	if err := r.Client.List(ctx, &list, client.InNamespace(ro.Namespace),
+		client.MatchingFields{workloadIndex: workloadKey(gvk, ro.Spec.WorkloadRef.Name)}); err != nil {
+		return fmt.Errorf("listing the Rollouts of %s %s: %w", ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, err)
+	}
+	rollouts := slices.DeleteFunc(list.Items, func(o v1alpha1.Rollout) bool { return o.Name == ro.Name })
+	rollouts = append(rollouts, *ro)
+	first := claimant(rollouts)
+	if first == nil || first.Name == ro.Name {
+		return nil
+	}
+	message := fmt.Sprintf("%s %s is driven by Rollout %s, created first (%s): this Rollout leaves its partition alone; "+
+		"delete one of the two Rollouts (this one takes over when %s is deleted)",
+		ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, first.Name, first.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"), first.Name)
+	if news(ro, v1alpha1.ReasonDuplicateRollout, message) {
+		rd.events = append(rd.events, step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventDuplicateRollout, Message: message})
+	}
+	return stall(v1alpha1.ReasonDuplicateRollout, "%s", message)
+}
+
+// news reports whether the Stalled condition does not already say message
+// for reason: an Event is recorded once per refusal, not per reconcile.
+func news(ro *v1alpha1.Rollout, reason, message string) bool {
+	c := apimeta.FindStatusCondition(ro.Status.Conditions, meta.StalledCondition)
+	return c == nil || c.Reason != reason || c.Message != message
+}
+
+// siblingsOf maps a Rollout going away to the other Rollouts of its
+// workload, so that the next in line takes over at once.
+func (r *Reconciler) siblingsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	ro, ok := obj.(*v1alpha1.Rollout)
+	if !ok {
+		return nil
+	}
+	gvk, err := workloadGVK(ro.Spec.WorkloadRef)
+	if err != nil {
+		return nil
+	}
+	var list v1alpha1.RolloutList
+	if err := r.Client.List(ctx, &list, client.InNamespace(ro.Namespace),
+		client.MatchingFields{workloadIndex: workloadKey(gvk, ro.Spec.WorkloadRef.Name)}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the other Rollouts of a workload", "rollout", ro.Name)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].Name != ro.Name {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ro.Namespace, Name: list.Items[i].Name}})
+		}
+	}
+	return reqs
+}
+
+// goingAway passes the events after which a Rollout no longer claims its
+// workload: its deletion, or a deletion timestamp set while a finalizer of
+// another controller holds it.
+var goingAway = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+	},
+}

@@ -1,0 +1,146 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/rollback"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+)
+
+// rollBackCanaries carries out the rollback of an aborted rollout on a
+// workload that does not move updated Pods back itself when the partition
+// rises: rollback.Decide picks the canary Pods to delete within the
+// workload's budget, and the workload recreates each on its current (the
+// stable) revision. Nothing is remembered between rounds; the plan is made
+// again from the Pods, and Pod and workload events bring the next round.
+// CanaryRollbackCondition says what it is doing.
+func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation) error {
+	ro := rd.ro
+	if ro.Status.Phase != v1alpha1.RolloutAborted || obs.RollsBack {
+		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.CanaryRollbackCondition)
+		return nil
+	}
+	pods, err := wl.Pods(ctx, obs)
+	if err != nil {
+		return err
+	}
+	partition, err := obs.PartitionPods()
+	settled := err == nil && obs.ObservedGenerationCurrent() && partition >= obs.Replicas
+	setName := ""
+	if obs.CountsOnly {
+		// A StatefulSet: its Pods are named after their ordinals.
+		setName = ro.Spec.WorkloadRef.Name
+	}
+	plan := rollback.Decide(rollback.Input{
+		SetName:        setName,
+		Pods:           rollback.FromPods(pods, ro.Spec.WorkloadRef.Name, appsv1.ControllerRevisionHashLabelKey, obs.MinReadySeconds, rd.now),
+		Replicas:       obs.Replicas,
+		Target:         obs.CurrentRevision,
+		Stable:         ro.Status.StableRevision,
+		Settled:        settled,
+		MaxUnavailable: obs.MaxUnavailable,
+	})
+
+	previous := apimeta.FindStatusCondition(ro.Status.Conditions, v1alpha1.CanaryRollbackCondition)
+	inProgress := previous != nil && previous.Status == metav1.ConditionTrue
+	switch {
+	case plan.Done() && inProgress:
+		setCanaryRollback(ro, rd, metav1.ConditionFalse, v1alpha1.ReasonCanaryPodsRolledBack, plan.Message())
+		rd.events = append(rd.events, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventCanaryRollbackCompleted, Message: plan.Message()})
+		return nil
+	case plan.Done(), len(plan.Canaries) == 0 && !inProgress:
+		// Nothing of the rollback's to wait for: a stable Pod that is not
+		// ready is the workload's business.
+		return nil
+	}
+
+	byUID := make(map[types.UID]*corev1.Pod, len(pods))
+	for i := range pods {
+		byUID[pods[i].UID] = &pods[i]
+	}
+	for _, p := range plan.Delete {
+		pod := byUID[p.UID]
+		if err := wl.DeletePod(ctx, pod); err != nil {
+			return err
+		}
+		// Recorded at once rather than with the round's Events: the
+		// deletion is done even if the status write that follows loses a
+		// conflict, and it is not repeated.
+		r.event(ro, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventCanaryPodDeleted,
+			Message: fmt.Sprintf("deleted canary Pod %s (revision %s) so that %s %s recreates it on stable revision %s",
+				pod.Name, p.Revision, ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, plan.Target)})
+		log.FromContext(ctx).Info("canary Pod deleted for rollback", "pod", pod.Name, "revision", p.Revision, "target", plan.Target)
+	}
+	setCanaryRollback(ro, rd, metav1.ConditionTrue, v1alpha1.ReasonRollingBackCanaryPods, plan.Message())
+	return nil
+}
+
+func setCanaryRollback(ro *v1alpha1.Rollout, rd *round, status metav1.ConditionStatus, reason, message string) {
+	apimeta.SetStatusCondition(&ro.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.CanaryRollbackCondition, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: ro.Generation, LastTransitionTime: metav1.NewTime(rd.now).Rfc3339Copy(),
+	})
+}
+
+// rolloutsOfPod maps a Pod of a StatefulSet or an OpenKruise CloneSet to
+// the Rollouts driving its controller: a rollback waits for each Pod it
+// deleted to come back ready, and the workload's status may have been read
+// before the Pod cache saw it.
+func (r *Reconciler) rolloutsOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	owner := metav1.GetControllerOf(obj)
+	if owner == nil {
+		return nil
+	}
+	gv, err := schema.ParseGroupVersion(owner.APIVersion)
+	if err != nil {
+		return nil
+	}
+	gvk := gv.WithKind(owner.Kind)
+	if gvk != workload.StatefulSetGVK && gvk != workload.KruiseCloneSetGVK {
+		return nil
+	}
+	u := &metav1.PartialObjectMetadata{}
+	u.SetNamespace(obj.GetNamespace())
+	u.SetName(owner.Name)
+	return r.rolloutsOf(gvk)(ctx, u)
+}
+
+// podMoved passes the Pod events a rollback waits for: a Pod created or
+// deleted, its readiness changed, or its deletion started.
+var podMoved = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return true },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldPod, okOld := e.ObjectOld.(*corev1.Pod)
+		newPod, okNew := e.ObjectNew.(*corev1.Pod)
+		if !okOld || !okNew {
+			return false
+		}
+		return podReady(oldPod) != podReady(newPod) || oldPod.DeletionTimestamp.IsZero() != newPod.DeletionTimestamp.IsZero()
+	},
+}
+
+func podReady(pod *corev1.Pod) corev1.ConditionStatus {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status
+		}
+	}
+	return corev1.ConditionUnknown
+}
