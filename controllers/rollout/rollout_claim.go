@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/fluxcd/pkg/apis/meta"
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 )
 
 // Two Rollouts naming one workload would share the field manager, so
@@ -53,7 +51,7 @@ func older(a, b *v1alpha1.Rollout) bool {
 // checkClaim stalls the round when another Rollout drives the workload,
 // before anything is read from or written to it. The Rollouts come from the
 // cache through the workload index; ro itself, read around the cache, is
-// put in fresh. The Warning Event is recorded when the refusal is news.
+// put in fresh.
 func (r *Reconciler) checkClaim(ctx context.Context, rd *round) error {
 	ro := rd.ro
 	gvk, err := workloadGVK(ro.Spec.WorkloadRef)
@@ -74,9 +72,8 @@ func (r *Reconciler) checkClaim(ctx context.Context, rd *round) error {
 	message := fmt.Sprintf("%s %s is driven by Rollout %s, created first (%s): this Rollout leaves its partition alone; "+
 		"delete one of the two Rollouts (this one takes over when %s is deleted)",
 		ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, first.Name, first.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"), first.Name)
-	if news(ro, v1alpha1.ReasonDuplicateRollout, message) {
-		rd.events = append(rd.events, step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventDuplicateRollout, Message: message})
-	}
+	// Reconcile records the Warning Event (reason EventDuplicateRollout)
+	// when this refusal is news.
 	return stall(v1alpha1.ReasonDuplicateRollout, "%s", message)
 }
 

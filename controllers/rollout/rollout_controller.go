@@ -12,7 +12,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -193,7 +192,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	var se *stallError
 	if errors.As(err, &se) {
 		rd.problem = &se.problem
-		if c := apimeta.FindStatusCondition(original.Status.Conditions, meta.StalledCondition); c == nil || c.Status != metav1.ConditionTrue || c.Message != se.message {
+		if news(original, se.reason, se.message) {
 			rd.events = append(rd.events, step.Event{Type: corev1.EventTypeWarning, Reason: se.reason, Message: se.message})
 		}
 		return ctrl.Result{}, nil
