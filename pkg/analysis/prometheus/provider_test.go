@@ -201,19 +201,6 @@ func TestQueryUnreachable(t *testing.T) {
 	}
 }
 
-func TestQueryHTTPErrorCarriesBody(t *testing.T) {
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "upstream prometheus is down", http.StatusBadGateway)
-	}))
-	defer server.Close()
-
-	p := newProvider(t, Config{Address: server.URL})
-	_, err := p.Query(context.Background(), "up")
-	if err == nil || !strings.Contains(err.Error(), "upstream prometheus is down") || !strings.Contains(err.Error(), server.URL) {
-		t.Errorf("Query() error = %v, want the address and the response body", err)
-	}
-}
-
 func TestQueryTLS(t *testing.T) {
 	fake := &fakePrometheus{}
 	server := httptest.NewTLSServer(fake.handler(scalarBody))
