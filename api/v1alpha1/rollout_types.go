@@ -300,16 +300,32 @@ type PrometheusMetric struct {
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 
 	// Headers are added to every request. They are stored in plain text:
-	// put credentials in bearerTokenSecretRef instead.
+	// put credentials in bearerTokenSecretRef instead. Names are HTTP
+	// tokens; values hold no control character but tab. Host, the
+	// forwarding headers (Forwarded, X-Forwarded-For, X-Forwarded-Host,
+	// X-Forwarded-Proto, X-Real-IP), hop-by-hop headers (Connection,
+	// Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization,
+	// TE, Trailer, Transfer-Encoding, Upgrade), Content-Length and
+	// Content-Type are refused: they would steer the request to another
+	// target or origin than the address, or the connection rather than the
+	// query.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
-	Headers map[string]string `json:"headers,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 128 && k.matches('^[-!#$%&\\x27*+.^_`|~0-9A-Za-z]+$'))",message="prometheus.headers names must be HTTP tokens (letters, digits and !#$%&'*+-.^_`|~) of at most 128 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].matches('[\\x00-\\x08\\x0a-\\x1f\\x7f]'))",message="prometheus.headers values must not hold control characters (CR, LF, NUL...)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.lowerAscii() in ['host', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'content-length', 'content-type']))",message="prometheus.headers cannot set Host, Forwarded, X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto, X-Real-IP, hop-by-hop headers (Connection, Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade), Content-Length or Content-Type"
+	Headers map[string]HeaderValue `json:"headers,omitempty"`
 
 	// BearerTokenSecretRef names a key of a Secret in the Rollout's namespace
 	// whose value is sent as "Authorization: Bearer <value>".
 	// +optional
 	BearerTokenSecretRef *SecretKeyReference `json:"bearerTokenSecretRef,omitempty"`
 }
+
+// HeaderValue is the value of one of prometheus.headers. Its length is
+// bounded so that the API server can afford to check every character.
+// +kubebuilder:validation:MaxLength=1024
+type HeaderValue string
 
 // SecretKeyReference names one key of a Secret in the Rollout's namespace.
 type SecretKeyReference struct {

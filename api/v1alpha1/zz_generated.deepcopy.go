@@ -448,7 +448,7 @@ func (in *PrometheusMetric) DeepCopyInto(out *PrometheusMetric) {
 	}
 	if in.Headers != nil {
 		in, out := &in.Headers, &out.Headers
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]HeaderValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

@@ -28,8 +28,13 @@ func DefaultProviderFactory(m v1alpha1.PrometheusMetric, bearerToken string) (an
 	cfg := prometheus.Config{
 		Address:            m.Address,
 		InsecureSkipVerify: m.InsecureSkipVerify,
-		Headers:            m.Headers,
 		BearerToken:        bearerToken,
+	}
+	if len(m.Headers) > 0 {
+		cfg.Headers = make(map[string]string, len(m.Headers))
+		for name, value := range m.Headers {
+			cfg.Headers[name] = string(value)
+		}
 	}
 	if m.Timeout != nil {
 		cfg.Timeout = m.Timeout.Duration

@@ -46,8 +46,8 @@ type Config struct {
 	// the system roots.
 	CACert []byte
 	// Headers are added to every request, for example X-Scope-OrgID for a
-	// multi-tenant Prometheus-compatible backend. A "Host" entry sets the
-	// request's Host.
+	// multi-tenant Prometheus-compatible backend. Each must pass
+	// ValidateHeader: Host, hop-by-hop and framing headers are refused.
 	Headers map[string]string
 	// BearerToken, when set, is sent as "Authorization: Bearer <token>".
 	// Surrounding whitespace is trimmed because tokens copied into Secrets
