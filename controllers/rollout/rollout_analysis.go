@@ -23,6 +23,10 @@ import (
 // between them.
 type ProviderFactory func(metric v1alpha1.PrometheusMetric, bearerToken string) (analysis.Provider, error)
 
+// AnalysisAddressesFlag is the manager flag that fills
+// Reconciler.AnalysisAddresses; refused measurements name it.
+const AnalysisAddressesFlag = "analysis-allowed-addresses"
+
 // DefaultProviderFactory queries Prometheus through pkg/analysis/prometheus.
 func DefaultProviderFactory(m v1alpha1.PrometheusMetric, bearerToken string) (analysis.Provider, error) {
 	cfg := prometheus.Config{
@@ -161,6 +165,14 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 	lo, hi, err := metric.ThresholdRange.Bounds()
 	if err != nil {
 		return fail("%v", err)
+	}
+	// Before any Secret is read: a refused address gets no credential.
+	allowed, err := prometheus.ParseAllowList(m.r.AnalysisAddresses)
+	if err != nil {
+		return fail("--%s: %v", AnalysisAddressesFlag, err)
+	}
+	if !allowed.Allows(metric.Prometheus.Address) {
+		return fail("prometheus.address %s is not allowed by the manager's --%s", prometheus.Redact(metric.Prometheus.Address), AnalysisAddressesFlag)
 	}
 	token, err := m.r.bearerToken(ctx, m.ro.Namespace, metric.Prometheus.BearerTokenSecretRef)
 	if err != nil {

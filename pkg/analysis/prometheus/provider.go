@@ -67,6 +67,16 @@ type Provider struct {
 
 var _ analysis.Provider = (*Provider)(nil)
 
+// Redact returns address without its password, for messages; an address
+// that does not parse is not repeated at all.
+func Redact(address string) string {
+	u, err := url.Parse(address)
+	if err != nil {
+		return "(not a valid URL)"
+	}
+	return u.Redacted()
+}
+
 // New checks cfg and builds a Provider. It does not contact the server.
 func New(cfg Config) (*Provider, error) {
 	u, err := url.Parse(cfg.Address)
