@@ -44,7 +44,8 @@ const conflictRequeue = time.Second
 type Reconciler struct {
 	// Client reads from the cache and writes.
 	Client client.Client
-	// APIReader reads around the cache: Secrets (not cached by the manager)
+	// APIReader reads around the cache: Secrets and ConfigMaps that metrics
+	// reference (not cached, so that get is the only permission they need)
 	// and the workload's managed fields (stripped from the cache).
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
@@ -76,6 +77,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 

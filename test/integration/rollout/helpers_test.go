@@ -109,11 +109,11 @@ func (m *controllerManager) stop() {
 // fakeProviderFactory keeps the real Prometheus client and only points the
 // address Rollouts use in tests at the fake server; any other address (an
 // unreachable one) is used as is.
-func fakeProviderFactory(m stepwisev1.PrometheusMetric, token string) (analysis.Provider, error) {
+func fakeProviderFactory(m stepwisev1.PrometheusMetric, refs rollout.ResolvedRefs) (analysis.Provider, error) {
 	if m.Address == promAddress {
 		m.Address = env.prom.srv.URL
 	}
-	return rollout.DefaultProviderFactory(m, token)
+	return rollout.DefaultProviderFactory(m, refs)
 }
 
 // unreachableAddress is a local address nothing listens on.

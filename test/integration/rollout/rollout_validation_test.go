@@ -15,6 +15,13 @@ func TestPrometheusValidationNamesTheField(t *testing.T) {
 	headers := func(h map[string]stepwisev1.HeaderValue) func(*stepwisev1.PrometheusMetric) {
 		return func(p *stepwisev1.PrometheusMetric) { p.Headers = h }
 	}
+	caRef := func(address string, insecure bool, ref stepwisev1.CAReference) func(*stepwisev1.PrometheusMetric) {
+		return func(p *stepwisev1.PrometheusMetric) {
+			p.Address, p.InsecureSkipVerify = address, insecure
+			p.TLS = &stepwisev1.PrometheusTLS{CARef: &ref}
+		}
+	}
+	configMap := stepwisev1.CAReference{Kind: stepwisev1.CAReferenceConfigMap, Name: "prom-ca", Key: "ca.crt"}
 	cases := []struct {
 		name   string
 		mutate func(*stepwisev1.PrometheusMetric)
@@ -30,6 +37,11 @@ func TestPrometheusValidationNamesTheField(t *testing.T) {
 		{"X-Forwarded-For", headers(map[string]stepwisev1.HeaderValue{"X-Forwarded-For": "10.0.0.1"}), "prometheus.headers cannot set Host"},
 		{"Transfer-Encoding", headers(map[string]stepwisev1.HeaderValue{"Transfer-Encoding": "chunked"}), "prometheus.headers cannot set Host"},
 		{"Proxy-Authorization", headers(map[string]stepwisev1.HeaderValue{"Proxy-Authorization": "Basic x"}), "prometheus.headers cannot set Host"},
+		{"CA and insecureSkipVerify", caRef("https://prometheus.example", true, configMap), "prometheus.tls.caRef and prometheus.insecureSkipVerify are mutually exclusive"},
+		{"CA over http", caRef("http://prometheus.example", false, configMap), "prometheus.tls.caRef needs an https prometheus.address"},
+		{"CA in a Pod", caRef("https://prometheus.example", false, stepwisev1.CAReference{Kind: "Pod", Name: "p", Key: "k"}), "prometheus.tls.caRef.kind: Unsupported value"},
+		{"CA key with a slash", caRef("https://prometheus.example", false, stepwisev1.CAReference{Kind: stepwisev1.CAReferenceSecret, Name: "s", Key: "../k"}), "prometheus.tls.caRef.key must be a valid ConfigMap or Secret key"},
+		{"a CA over https is accepted", caRef("HTTPS://prometheus.example", false, configMap), ""},
 		{"tokens, tab and the widest value are accepted", headers(map[string]stepwisev1.HeaderValue{
 			"X-Scope-OrgID": "team-a", "Accept-Language": "fr\tbe", "X!#$%&'*+.^_`|~-1": stepwisev1.HeaderValue(strings.Repeat("a", 1024)),
 		}), ""},
