@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -56,9 +57,14 @@ func describe(err error, status int) string {
 		}
 		return fmt.Sprintf("HTTP %s: %s: %s", statusText(status),
 			printable(string(apiErr.Type), maxErrorType), printable(apiErr.Msg, maxServerText))
-	default:
-		return printable(err.Error(), maxCause)
 	}
+	// A transport error: the message already names the address, and the
+	// URL that url.Error repeats could push the cause past the bound.
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		err = urlErr.Err
+	}
+	return printable(err.Error(), maxCause)
 }
 
 func statusText(code int) string {

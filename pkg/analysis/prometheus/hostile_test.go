@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
 )
@@ -212,5 +213,23 @@ func TestPrintable(t *testing.T) {
 		if got := printable(tt.in, tt.max); got != tt.want {
 			t.Errorf("printable(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
 		}
+	}
+}
+
+// A transport error names its cause once, after the address, however long
+// the address: the bound applies to the cause, not to a repeated URL.
+func TestQueryTransportErrorKeepsItsCause(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := "http://" + l.Addr().String() + "/" + strings.Repeat("p", 400)
+	_ = l.Close()
+
+	p := newProvider(t, Config{Address: address, Timeout: 2 * time.Second})
+	_, err = p.Query(context.Background(), "up")
+	if err == nil || !strings.HasPrefix(err.Error(), "query prometheus at "+address+": ") ||
+		!strings.Contains(err.Error(), "connection refused") || strings.Count(err.Error(), address) != 1 {
+		t.Errorf("Query() error = %v, want the address once and the cause", err)
 	}
 }
