@@ -272,6 +272,8 @@ type Metric struct {
 
 // PrometheusMetric is an instant query against a Prometheus-compatible API.
 // +kubebuilder:validation:XValidation:rule="!has(self.bearerTokenSecretRef) || !has(self.headers) || !self.headers.exists(k, k.lowerAscii() == 'authorization')",message="prometheus.headers cannot set Authorization when prometheus.bearerTokenSecretRef is set"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.caRef) || !has(self.insecureSkipVerify) || !self.insecureSkipVerify",message="prometheus.tls.caRef and prometheus.insecureSkipVerify are mutually exclusive: the CA verifies the server, insecureSkipVerify does not"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.tls.caRef) || self.address.lowerAscii().startsWith('https://')",message="prometheus.tls.caRef needs an https prometheus.address"
 type PrometheusMetric struct {
 	// Address is the base URL, for example http://prometheus.monitoring:9090.
 	// +kubebuilder:validation:MinLength=1
@@ -298,21 +300,74 @@ type PrometheusMetric struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('30s')",message="prometheus.timeout must be a positive duration of at most 30s, such as 10s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
-	// InsecureSkipVerify accepts any TLS certificate. For tests only.
+	// InsecureSkipVerify accepts any TLS certificate. For tests only: to
+	// trust a private CA, set tls.caRef.
 	// +optional
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 
+	// TLS says how the server's certificate is verified.
+	// +optional
+	TLS *PrometheusTLS `json:"tls,omitempty"`
+
 	// Headers are added to every request. They are stored in plain text:
-	// put credentials in bearerTokenSecretRef instead.
+	// put credentials in bearerTokenSecretRef instead. Names are HTTP
+	// tokens; values hold no control character but tab. Host, the
+	// forwarding headers (Forwarded, X-Forwarded-For, X-Forwarded-Host,
+	// X-Forwarded-Proto, X-Real-IP), hop-by-hop headers (Connection,
+	// Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization,
+	// TE, Trailer, Transfer-Encoding, Upgrade), Content-Length and
+	// Content-Type are refused: they would steer the request to another
+	// target or origin than the address, or the connection rather than the
+	// query.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
-	Headers map[string]string `json:"headers,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 128 && k.matches('^[-!#$%&\\x27*+.^_`|~0-9A-Za-z]+$'))",message="prometheus.headers names must be HTTP tokens (letters, digits and !#$%&'*+-.^_`|~) of at most 128 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].matches('[\\x00-\\x08\\x0a-\\x1f\\x7f]'))",message="prometheus.headers values must not hold control characters (CR, LF, NUL...)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.lowerAscii() in ['host', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'content-length', 'content-type']))",message="prometheus.headers cannot set Host, Forwarded, X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto, X-Real-IP, hop-by-hop headers (Connection, Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer, Transfer-Encoding, Upgrade), Content-Length or Content-Type"
+	Headers map[string]HeaderValue `json:"headers,omitempty"`
 
 	// BearerTokenSecretRef names a key of a Secret in the Rollout's namespace
 	// whose value is sent as "Authorization: Bearer <value>".
 	// +optional
 	BearerTokenSecretRef *SecretKeyReference `json:"bearerTokenSecretRef,omitempty"`
 }
+
+// PrometheusTLS says how a Prometheus server's certificate is verified.
+type PrometheusTLS struct {
+	// CARef names the PEM certificates of the authorities that may sign the
+	// server's certificate, in place of the system's: a key of a ConfigMap
+	// or Secret in the Rollout's namespace, read at each measurement.
+	// +optional
+	CARef *CAReference `json:"caRef,omitempty"`
+}
+
+// CAReferenceKind is the kind of object a CAReference names.
+// +kubebuilder:validation:Enum=ConfigMap;Secret
+type CAReferenceKind string
+
+const (
+	CAReferenceConfigMap CAReferenceKind = "ConfigMap"
+	CAReferenceSecret    CAReferenceKind = "Secret"
+)
+
+// CAReference names one key of a ConfigMap or Secret in the Rollout's
+// namespace.
+type CAReference struct {
+	// Kind is ConfigMap or Secret.
+	Kind CAReferenceKind `json:"kind"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="prometheus.tls.caRef.key must be a valid ConfigMap or Secret key"
+	Key string `json:"key"`
+}
+
+// HeaderValue is the value of one of prometheus.headers. Its length is
+// bounded so that the API server can afford to check every character.
+// +kubebuilder:validation:MaxLength=1024
+type HeaderValue string
 
 // SecretKeyReference names one key of a Secret in the Rollout's namespace.
 type SecretKeyReference struct {

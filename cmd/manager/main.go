@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,6 +46,11 @@ func run() error {
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; the Pod's namespace when empty.")
 	flag.IntVar(&cloneSetConcurrency, "cloneset-concurrency", 4, "CloneSets reconciled in parallel.")
 	flag.IntVar(&rolloutConcurrency, "rollout-concurrency", rollout.DefaultConcurrency, "Rollouts reconciled in parallel; a query to a slow Prometheus holds one worker for up to its analysis interval (at most 30s).")
+	var analysisAddresses []string
+	flag.Func(rollout.AnalysisAddressesFlag, "Prometheus addresses analysis may query, comma-separated or repeated: URL prefixes (https://thanos.example/tenant-a) or hosts (prometheus.monitoring:9090). Unset: any address. See docs/security.md.", func(v string) error {
+		analysisAddresses = append(analysisAddresses, strings.Split(v, ",")...)
+		return nil
+	})
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -102,6 +108,8 @@ func run() error {
 		Scheme:    mgr.GetScheme(),
 		Recorder:  mgr.GetEventRecorder("stepwise-rollout"),
 		Metrics:   rolloutMetrics,
+
+		AnalysisAddresses: analysisAddresses,
 	}).SetupWithManager(mgr, rolloutConcurrency); err != nil {
 		return fmt.Errorf("setting up Rollout controller: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
@@ -17,19 +18,38 @@ import (
 )
 
 // ProviderFactory builds the provider that runs one metric's query, from
-// the metric's Prometheus settings and its bearer token ("" when none), read
-// from its Secret by the reconciler. A provider is built per measurement:
-// measurements are an interval apart, and a Rollout's settings may change
-// between them.
-type ProviderFactory func(metric v1alpha1.PrometheusMetric, bearerToken string) (analysis.Provider, error)
+// the metric's Prometheus settings and what the reconciler read from the
+// Secrets and ConfigMaps they reference. A provider is built per
+// measurement: measurements are an interval apart, and a Rollout's settings
+// may change between them.
+type ProviderFactory func(metric v1alpha1.PrometheusMetric, refs ResolvedRefs) (analysis.Provider, error)
+
+// ResolvedRefs holds what a metric's references name, read in the Rollout's
+// namespace.
+type ResolvedRefs struct {
+	// BearerToken is the value of bearerTokenSecretRef; "" when unset.
+	BearerToken string
+	// CACert is the PEM bundle of tls.caRef; nil when unset.
+	CACert []byte
+}
+
+// AnalysisAddressesFlag is the manager flag that fills
+// Reconciler.AnalysisAddresses; refused measurements name it.
+const AnalysisAddressesFlag = "analysis-allowed-addresses"
 
 // DefaultProviderFactory queries Prometheus through pkg/analysis/prometheus.
-func DefaultProviderFactory(m v1alpha1.PrometheusMetric, bearerToken string) (analysis.Provider, error) {
+func DefaultProviderFactory(m v1alpha1.PrometheusMetric, refs ResolvedRefs) (analysis.Provider, error) {
 	cfg := prometheus.Config{
 		Address:            m.Address,
 		InsecureSkipVerify: m.InsecureSkipVerify,
-		Headers:            m.Headers,
-		BearerToken:        bearerToken,
+		BearerToken:        refs.BearerToken,
+		CACert:             refs.CACert,
+	}
+	if len(m.Headers) > 0 {
+		cfg.Headers = make(map[string]string, len(m.Headers))
+		for name, value := range m.Headers {
+			cfg.Headers[name] = string(value)
+		}
 	}
 	if m.Timeout != nil {
 		cfg.Timeout = m.Timeout.Duration
@@ -157,15 +177,29 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 	if err != nil {
 		return fail("%v", err)
 	}
+	// Before any Secret is read: a refused address gets no credential.
+	allowed, err := prometheus.ParseAllowList(m.r.AnalysisAddresses)
+	if err != nil {
+		return fail("--%s: %v", AnalysisAddressesFlag, err)
+	}
+	if !allowed.Allows(metric.Prometheus.Address) {
+		return fail("prometheus.address %s is not allowed by the manager's --%s", prometheus.Redact(metric.Prometheus.Address), AnalysisAddressesFlag)
+	}
 	token, err := m.r.bearerToken(ctx, m.ro.Namespace, metric.Prometheus.BearerTokenSecretRef)
 	if err != nil {
 		return fail("%v", err)
+	}
+	var caCert []byte
+	if tls := metric.Prometheus.TLS; tls != nil && tls.CARef != nil {
+		if caCert, err = m.r.caCert(ctx, m.ro.Namespace, *tls.CARef); err != nil {
+			return fail("%v", err)
+		}
 	}
 	factory := m.r.ProviderFactory
 	if factory == nil {
 		factory = DefaultProviderFactory
 	}
-	provider, err := factory(*metric.Prometheus, token)
+	provider, err := factory(*metric.Prometheus, ResolvedRefs{BearerToken: token, CACert: caCert})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -191,4 +225,48 @@ func (r *Reconciler) bearerToken(ctx context.Context, namespace string, ref *v1a
 		return "", fmt.Errorf("bearer token Secret %s has no key %q", ref.Name, ref.Key)
 	}
 	return string(token), nil
+}
+
+// caCert reads a metric's CA bundle around the cache, like the bearer
+// token: caching ConfigMaps would take list and watch on every ConfigMap
+// of the cluster for one read per measurement. Its content is never
+// quoted in a message: a Secret named here may hold anything.
+func (r *Reconciler) caCert(ctx context.Context, namespace string, ref v1alpha1.CAReference) ([]byte, error) {
+	var (
+		obj  client.Object
+		data func() ([]byte, bool)
+	)
+	switch ref.Kind {
+	case v1alpha1.CAReferenceConfigMap:
+		var cm corev1.ConfigMap
+		obj = &cm
+		data = func() ([]byte, bool) {
+			if v, ok := cm.Data[ref.Key]; ok {
+				return []byte(v), true
+			}
+			v, ok := cm.BinaryData[ref.Key]
+			return v, ok
+		}
+	case v1alpha1.CAReferenceSecret:
+		var secret corev1.Secret
+		obj = &secret
+		data = func() ([]byte, bool) {
+			v, ok := secret.Data[ref.Key]
+			return v, ok
+		}
+	default:
+		return nil, fmt.Errorf("prometheus.tls.caRef.kind %q: want ConfigMap or Secret", ref.Kind)
+	}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, obj); err != nil {
+		return nil, fmt.Errorf("reading CA %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	pem, ok := data()
+	if !ok {
+		return nil, fmt.Errorf("CA %s %s has no key %q", ref.Kind, ref.Name, ref.Key)
+	}
+	if len(pem) == 0 {
+		// An empty bundle would silently fall back to the system roots.
+		return nil, fmt.Errorf("CA %s %s key %q is empty", ref.Kind, ref.Name, ref.Key)
+	}
+	return pem, nil
 }

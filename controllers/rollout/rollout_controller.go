@@ -28,6 +28,7 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
 )
 
 // fieldManager owns the workload's partition and writes the Rollout's status.
@@ -49,7 +50,8 @@ const conflictRequeue = time.Second
 type Reconciler struct {
 	// Client reads from the cache and writes.
 	Client client.Client
-	// APIReader reads around the cache: Secrets (not cached by the manager)
+	// APIReader reads around the cache: Secrets and ConfigMaps that metrics
+	// reference (not cached, so that get is the only permission they need)
 	// and the workload's managed fields (stripped from the cache).
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
@@ -60,6 +62,12 @@ type Reconciler struct {
 	// ProviderFactory builds analysis providers; DefaultProviderFactory
 	// (pkg/analysis/prometheus) when nil.
 	ProviderFactory ProviderFactory
+	// AnalysisAddresses restricts the Prometheus addresses that metrics may
+	// name (entries as prometheus.ParseAllowList reads them: URL prefixes
+	// or hosts); empty allows any. A metric naming another address gets an
+	// Error measurement before any Secret is read or connection made. Set
+	// from the manager's flag AnalysisAddressesFlag.
+	AnalysisAddresses []string
 
 	// cache reads workloads, including the unstructured OpenKruise
 	// CloneSet, which the manager's client would read live. Set by
@@ -75,6 +83,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -90,6 +99,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	}
 	if r.ProviderFactory == nil {
 		r.ProviderFactory = DefaultProviderFactory
+	}
+	// A typo in the allow-list must stop the manager, not turn every
+	// measurement into an Error.
+	if _, err := prometheus.ParseAllowList(r.AnalysisAddresses); err != nil {
+		return fmt.Errorf("--%s: %w", AnalysisAddressesFlag, err)
 	}
 	r.cache = mgr.GetCache()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, workloadIndex, indexWorkload); err != nil {

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -30,10 +29,6 @@ import (
 // has not answered within 10s is better reported as an error and retried at
 // the next interval than allowed to stall the reconcile.
 const DefaultTimeout = 10 * time.Second
-
-// maxDetail bounds how much of an unexpected response body ends up in an
-// error message, which in turn ends up in status.
-const maxDetail = 256
 
 // Config describes how to reach one Prometheus.
 type Config struct {
@@ -51,8 +46,8 @@ type Config struct {
 	// the system roots.
 	CACert []byte
 	// Headers are added to every request, for example X-Scope-OrgID for a
-	// multi-tenant Prometheus-compatible backend. A "Host" entry sets the
-	// request's Host.
+	// multi-tenant Prometheus-compatible backend. Each must pass
+	// ValidateHeader: Host, hop-by-hop and framing headers are refused.
 	Headers map[string]string
 	// BearerToken, when set, is sent as "Authorization: Bearer <token>".
 	// Surrounding whitespace is trimmed because tokens copied into Secrets
@@ -71,6 +66,16 @@ type Provider struct {
 }
 
 var _ analysis.Provider = (*Provider)(nil)
+
+// Redact returns address without its password, for messages; an address
+// that does not parse is not repeated at all.
+func Redact(address string) string {
+	u, err := url.Parse(address)
+	if err != nil {
+		return "(not a valid URL)"
+	}
+	return u.Redacted()
+}
 
 // New checks cfg and builds a Provider. It does not contact the server.
 func New(cfg Config) (*Provider, error) {
@@ -115,8 +120,11 @@ func New(cfg Config) (*Provider, error) {
 	transport.TLSClientConfig = tlsConfig
 
 	client, err := api.NewClient(api.Config{
-		Address:      cfg.Address,
-		RoundTripper: headers.wrap(transport),
+		Address: cfg.Address,
+		Client: &http.Client{
+			Transport:     &guard{next: headers.wrap(transport), limit: MaxResponseBytes},
+			CheckRedirect: refuseRedirect,
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus %s: %w", redacted, err)
@@ -140,16 +148,23 @@ func New(cfg Config) (*Provider, error) {
 func (p *Provider) Query(ctx context.Context, query string) (analysis.Result, error) {
 	qctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+	var x exchange
 	// Warnings (for example "metric might not be a counter") do not change
 	// the value, and this package does not log; they are dropped.
-	value, _, _, err := p.api.Query(qctx, query, time.Time{}, promv1.WithTimeout(p.timeout))
+	value, _, _, err := p.api.Query(withExchange(qctx, &x), query, time.Time{}, promv1.WithTimeout(p.timeout))
 	if err != nil {
 		// Tell our own timeout apart from the caller cancelling, since only
 		// the former is a slow Prometheus.
 		if ctx.Err() == nil && errors.Is(qctx.Err(), context.DeadlineExceeded) {
-			return analysis.Result{}, fmt.Errorf("query prometheus at %s: no answer within %s: %w", p.address, p.timeout, err)
+			return analysis.Result{}, &queryError{
+				msg: fmt.Sprintf("query prometheus at %s: no answer within %s", p.address, p.timeout),
+				err: err,
+			}
 		}
-		return analysis.Result{}, fmt.Errorf("query prometheus at %s: %w%s", p.address, err, errorDetail(err))
+		return analysis.Result{}, &queryError{
+			msg: fmt.Sprintf("query prometheus at %s: %s", p.address, describe(err, x.status)),
+			err: err,
+		}
 	}
 	result, err := toResult(value)
 	if err != nil {
@@ -162,24 +177,6 @@ func (p *Provider) Query(ctx context.Context, query string) (analysis.Result, er
 // this Provider (for example after its Config changed).
 func (p *Provider) CloseIdleConnections() {
 	p.transport.CloseIdleConnections()
-}
-
-// errorDetail returns the start of the response body of an HTTP-level error:
-// for a plain 401 or 502 from a proxy the client's message is only the
-// status code, and the body usually says why.
-func errorDetail(err error) string {
-	var apiErr *promv1.Error
-	if !errors.As(err, &apiErr) {
-		return ""
-	}
-	detail := strings.TrimSpace(apiErr.Detail)
-	if detail == "" {
-		return ""
-	}
-	if len(detail) > maxDetail {
-		detail = detail[:maxDetail] + "..."
-	}
-	return ": " + detail
 }
 
 // toResult reduces a client value to an analysis.Result. Shapes that cannot

@@ -54,8 +54,9 @@ type controllerManager struct {
 }
 
 // startController runs the Rollout reconciler alone, its cache limited to
-// namespace ns, until the test ends or stop is called.
-func startController(t *testing.T, ns string) *controllerManager {
+// namespace ns, until the test ends or stop is called. opts set the
+// Reconciler's options (such as AnalysisAddresses) before it starts.
+func startController(t *testing.T, ns string, opts ...func(*rollout.Reconciler)) *controllerManager {
 	t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(env.cfg, ctrl.Options{
@@ -79,6 +80,9 @@ func startController(t *testing.T, ns string) *controllerManager {
 		Recorder:        mgr.GetEventRecorder("stepwise-rollout"),
 		Metrics:         rollout.NewMetrics(),
 		ProviderFactory: fakeProviderFactory,
+	}
+	for _, opt := range opts {
+		opt(r)
 	}
 	if err := r.SetupWithManager(mgr, rollout.DefaultConcurrency); err != nil {
 		t.Fatalf("setting up Rollout controller: %v", err)
@@ -105,11 +109,11 @@ func (m *controllerManager) stop() {
 // fakeProviderFactory keeps the real Prometheus client and only points the
 // address Rollouts use in tests at the fake server; any other address (an
 // unreachable one) is used as is.
-func fakeProviderFactory(m stepwisev1.PrometheusMetric, token string) (analysis.Provider, error) {
+func fakeProviderFactory(m stepwisev1.PrometheusMetric, refs rollout.ResolvedRefs) (analysis.Provider, error) {
 	if m.Address == promAddress {
 		m.Address = env.prom.srv.URL
 	}
-	return rollout.DefaultProviderFactory(m, token)
+	return rollout.DefaultProviderFactory(m, refs)
 }
 
 // unreachableAddress is a local address nothing listens on.
