@@ -276,7 +276,7 @@ func managerFlags(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`flag\.\w+Var\(&\w+,\s*"([a-z0-9-]+)"`).FindAllSubmatch(src, -1) {
+	for _, m := range regexp.MustCompile(`flag\.\w+Var\(&[\w.]+,\s*"([a-z0-9-]+)"`).FindAllSubmatch(src, -1) {
 		flags[string(m[1])] = true
 	}
 	if len(flags) == 0 {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 	"github.com/stepwise-dev/stepwise/pkg/cli"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
@@ -167,7 +168,7 @@ func run(ctx context.Context, out io.Writer, opts options) (err error) {
 			prom, promRun = promrunner.Start(ctx, []string{sim.Addr()}, promrunner.Options{Binary: promBinary, Logf: p.detail})
 		})
 	}
-	mgr, mgrErr := harness.StartManager(ctx, cluster.RESTConfig)
+	mgr, mgrErr := harness.StartManager(ctx, cluster.RESTConfig, manager.Options{})
 	started.Wait()
 	if prom != nil {
 		defer prom.Stop()

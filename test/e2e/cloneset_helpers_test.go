@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
@@ -58,7 +59,7 @@ func newBed(t *testing.T, nodes int) *bed {
 
 func (b *bed) startManager(t *testing.T) {
 	t.Helper()
-	m, err := harness.StartManager(context.Background(), b.cluster.RESTConfig)
+	m, err := harness.StartManager(context.Background(), b.cluster.RESTConfig, manager.Options{})
 	if err != nil {
 		t.Fatalf("starting manager: %v", err)
 	}
