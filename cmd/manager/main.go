@@ -24,10 +24,14 @@ func main() {
 func run() error {
 	var (
 		opts        manager.Options
+		secure      bool
 		controllers string
 	)
 	// --kubeconfig is registered by controller-runtime's config package.
-	flag.StringVar(&opts.Metrics.BindAddress, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	flag.StringVar(&opts.Metrics.BindAddress, "metrics-bind-address", ":8443", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	flag.BoolVar(&secure, "metrics-secure", true, "Serve /metrics over HTTPS to callers the API server authenticates and authorizes (ClusterRole stepwise-metrics-reader); false serves plain HTTP to anyone.")
+	flag.StringVar(&opts.Metrics.CertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for /metrics; a self-signed certificate when empty.")
+	flag.BoolVar(&opts.Metrics.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the metrics endpoint (off: HTTP/2 Rapid Reset, CVE-2023-44487).")
 	flag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; the Pod's namespace when empty.")
@@ -40,6 +44,7 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
 
+	opts.Metrics.Insecure = !secure
 	for name := range strings.SplitSeq(controllers, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			opts.Controllers = append(opts.Controllers, name)
@@ -57,7 +62,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	setupLog.Info("starting manager", "controllers", opts.Controllers)
+	setupLog.Info("starting manager", "controllers", opts.Controllers, "secureMetrics", secure)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/stepwise-dev/stepwise/internal/manager"
 	"github.com/stepwise-dev/stepwise/test/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/harness"
+	"github.com/stepwise-dev/stepwise/test/shippedrbac"
 )
 
 // env is shared by the package's tests: one API server start per package
@@ -27,7 +28,8 @@ import (
 var env struct {
 	cfg    *rest.Config
 	client client.Client
-	// manager runs every controller, set up as cmd/manager sets it up.
+	// manager runs every controller, set up as cmd/manager sets it up,
+	// as the manager's ServiceAccount.
 	manager *harness.Manager
 }
 
@@ -54,7 +56,14 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if env.manager, err = harness.StartManager(context.Background(), cfg, manager.Options{}); err != nil {
+	// The manager authenticates as its ServiceAccount, with the RBAC of
+	// config/rbac: a rule the controllers lack fails here with a 403.
+	mgrCfg, err := shippedrbac.ManagerConfig(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if env.manager, err = harness.StartManager(context.Background(), mgrCfg, manager.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

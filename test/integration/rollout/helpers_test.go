@@ -43,11 +43,12 @@ const (
 )
 
 // startController runs the shipped manager with the Rollout controller
-// alone (the tests play the workload controllers), its cache limited to
-// namespace ns, until the test ends or Stop is called.
+// alone (the tests play the workload controllers), as the manager's
+// ServiceAccount, its cache limited to namespace ns, until the test ends or
+// Stop is called.
 func startController(t *testing.T, ns string) *harness.Manager {
 	t.Helper()
-	m, err := harness.StartManager(context.Background(), env.cfg, manager.Options{
+	m, err := harness.StartManager(context.Background(), env.managerCfg, manager.Options{
 		Controllers:     []string{manager.RolloutController},
 		Namespaces:      []string{ns},
 		ProviderFactory: fakeProviderFactory,

@@ -34,6 +34,7 @@ import (
 
 	"github.com/stepwise-dev/stepwise/test/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/harness"
+	"github.com/stepwise-dev/stepwise/test/shippedrbac"
 )
 
 // env is shared by the package's tests: one API server and one fake
@@ -41,7 +42,10 @@ import (
 var env struct {
 	cfg    *rest.Config
 	client client.Client
-	prom   *fakePrometheus
+	// managerCfg authenticates as the manager's ServiceAccount, with the
+	// RBAC of config/rbac.
+	managerCfg *rest.Config
+	prom       *fakePrometheus
 }
 
 func TestMain(m *testing.M) {
@@ -67,6 +71,10 @@ func runSuite(m *testing.M) int {
 	env.cfg = cfg
 	env.client, err = harness.NewClient(cfg)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if env.managerCfg, err = shippedrbac.ManagerConfig(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
