@@ -467,6 +467,28 @@ func TestManagerDeployment(t *testing.T) {
 		t.Errorf("args %v: the metrics endpoint must stay secure", c.Args)
 	}
 
+	// The Go soft memory limit is left to the manager (90% of the
+	// container limit): GOMEMLIMIT equal to the limit lets the OOM killer
+	// strike before the collector.
+	var memEnv *corev1.EnvVar
+	for i, e := range c.Env {
+		if e.Name == "GOMEMLIMIT" {
+			t.Errorf("the Deployment sets GOMEMLIMIT (%+v): set %s, the manager takes 90%% of it", e, "STEPWISE_MEMORY_LIMIT")
+		}
+		if e.Name == "STEPWISE_MEMORY_LIMIT" {
+			memEnv = &c.Env[i]
+		}
+	}
+	switch {
+	case memEnv == nil || memEnv.ValueFrom == nil || memEnv.ValueFrom.ResourceFieldRef == nil:
+		t.Error("STEPWISE_MEMORY_LIMIT is not set from the container's resources")
+	default:
+		ref := memEnv.ValueFrom.ResourceFieldRef
+		if ref.Resource != "limits.memory" || ref.ContainerName != c.Name || (!ref.Divisor.IsZero() && ref.Divisor.Value() != 1) {
+			t.Errorf("STEPWISE_MEMORY_LIMIT = %+v, want limits.memory of container %s in bytes", ref, c.Name)
+		}
+	}
+
 	port := func(p intstr.IntOrString) int32 {
 		if p.Type == intstr.Int {
 			return p.IntVal

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,6 +53,15 @@ func run() error {
 	}
 	if len(opts.Controllers) == 0 {
 		return fmt.Errorf("--controllers names no controller")
+	}
+
+	limit, ok, err := manager.SoftMemoryLimit(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if ok {
+		debug.SetMemoryLimit(limit)
+		setupLog.Info("Go soft memory limit set to 90% of the container's", "bytes", limit)
 	}
 
 	restConfig, err := ctrl.GetConfig()
