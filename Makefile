@@ -71,9 +71,15 @@ test-unit: ## Pure functions only: no API server, seconds (Prometheus-backed ana
 test-integration: test-assets ## Controllers against a real kube-apiserver + etcd (envtest).
 	go test -count=1 -p 1 $(INTEGRATION_PKGS) -timeout 20m
 
+# Where test-e2e writes its full log: a new temporary directory per run
+# unless LOG_DIR names one (.ci/run does, for all of its run's logs).
+LOG_DIR ?=
+
 .PHONY: test-e2e
-test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC, EndpointSlices).
-	go test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee /tmp/stepwise-e2e.log | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
+test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC, EndpointSlices); prints where the full log is.
+	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-e2e.XXXXXX)"; log="$$dir/e2e.log"; \
+	echo "full e2e log: $$log"; trap 'echo "full e2e log: $$log"' EXIT; \
+	go test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
 
 .PHONY: demo
 demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 promoted step by step, v3-bad aborted and rolled back in place.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -41,6 +42,8 @@ const (
 	managerName    = "stepwise-manager"
 	leaderElection = "stepwise-leader-election"
 	metricsService = "stepwise-manager-metrics"
+	metricsAuth    = "stepwise-metrics-auth"
+	metricsReader  = "stepwise-metrics-reader"
 	image          = "ghcr.io/stepwise-dev/stepwise:v0.1.0"
 )
 
@@ -152,6 +155,9 @@ func TestDefaultRendersTheWholeInstallation(t *testing.T) {
 		"ClusterRoleBinding/"+managerName,
 		"Role/"+leaderElection,
 		"RoleBinding/"+leaderElection,
+		"ClusterRole/"+metricsAuth,
+		"ClusterRoleBinding/"+metricsAuth,
+		"ClusterRole/"+metricsReader,
 		"Deployment/"+managerName,
 		"Service/"+metricsService,
 	)
@@ -244,25 +250,165 @@ func TestLeaderElectionRole(t *testing.T) {
 		t.Errorf("RoleBinding subjects = %+v, want %+v", rb.Subjects, wantSubject)
 	}
 
-	grants := func(group, resource string, verbs ...string) bool {
-		for _, v := range verbs {
-			ok := false
-			for _, r := range role.Rules {
-				if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, v) {
-					ok = true
-				}
-			}
-			if !ok {
-				return false
+	// client-go's Lease lock gets, creates and updates (renew, release);
+	// the leader-election recorder writes core Events. Nothing more.
+	want := map[string][]string{
+		"coordination.k8s.io/leases": {"create", "get", "update"},
+		"/events":                    {"create", "patch"},
+	}
+	if got := grantsOf(role.Rules); !equalGrants(got, want) {
+		t.Errorf("leader-election Role grants\n  %v\nwant\n  %v", got, want)
+	}
+}
+
+// grantsOf flattens rules into verbs by "group/resource" (non-resource
+// URLs by their path), sorted.
+func grantsOf(rules []rbacv1.PolicyRule) map[string][]string {
+	out := map[string][]string{}
+	add := func(key string, verbs []string) {
+		out[key] = append(out[key], verbs...)
+		slices.Sort(out[key])
+		out[key] = slices.Compact(out[key])
+	}
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				add(g+"/"+res, r.Verbs)
 			}
 		}
-		return true
+		for _, u := range r.NonResourceURLs {
+			add(u, r.Verbs)
+		}
 	}
-	if !grants("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update", "patch", "delete") {
-		t.Errorf("leader-election Role does not grant every verb on leases: %+v", role.Rules)
+	return out
+}
+
+func equalGrants(a, b map[string][]string) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	if !grants("", "events", "create", "patch") {
-		t.Errorf("leader-election Role does not grant create and patch on events: %+v", role.Rules)
+	for k, v := range a {
+		w := slices.Clone(b[k])
+		slices.Sort(w)
+		if !slices.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestManagerClusterRoleIsLeastPrivilege pins the generated ClusterRole to
+// the verbs the controllers call (see the +kubebuilder:rbac markers and
+// their comments): a marker that widens it must change this list too, on
+// purpose. The end-to-end suites run the manager with this role, which
+// shows it is enough.
+func TestManagerClusterRoleIsLeastPrivilege(t *testing.T) {
+	role := find[*rbacv1.ClusterRole](t, render(t), "ClusterRole", managerName)
+	want := map[string][]string{
+		"/pods":                             {"create", "delete", "get", "list", "patch", "watch"},
+		"/pods/status":                      {"patch"},
+		"/secrets":                          {"get"},
+		"apps/controllerrevisions":          {"create", "delete", "get", "list", "update", "watch"},
+		"apps/statefulsets":                 {"get", "list", "patch", "watch"},
+		"apps.kruise.io/clonesets":          {"get", "list", "patch", "watch"},
+		"events.k8s.io/events":              {"create", "patch"},
+		"stepwise.dev/clonesets":            {"get", "list", "patch", "watch"},
+		"stepwise.dev/clonesets/finalizers": {"update"},
+		"stepwise.dev/clonesets/status":     {"patch"},
+		"stepwise.dev/rollouts":             {"get", "list", "watch"},
+		"stepwise.dev/rollouts/status":      {"patch"},
+	}
+	if got := grantsOf(role.Rules); !equalGrants(got, want) {
+		t.Errorf("ClusterRole %s grants\n  %v\nwant\n  %v", managerName, got, want)
+	}
+	for _, r := range role.Rules {
+		if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") || len(r.ResourceNames) > 0 {
+			t.Errorf("rule %+v uses a wildcard or resource names", r)
+		}
+	}
+}
+
+// TestMetricsRBAC: the manager may review tokens and access (and nothing
+// else with that binding); scrapers get GET on /metrics from a role that
+// nothing binds.
+func TestMetricsRBAC(t *testing.T) {
+	objs := render(t)
+	sa := find[*corev1.ServiceAccount](t, objs, "ServiceAccount", managerName)
+	auth := find[*rbacv1.ClusterRole](t, objs, "ClusterRole", metricsAuth)
+	want := map[string][]string{
+		"authentication.k8s.io/tokenreviews":        {"create"},
+		"authorization.k8s.io/subjectaccessreviews": {"create"},
+	}
+	if got := grantsOf(auth.Rules); !equalGrants(got, want) {
+		t.Errorf("ClusterRole %s grants %v, want %v", metricsAuth, got, want)
+	}
+	crb := find[*rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", metricsAuth)
+	if crb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsAuth}) ||
+		!slices.Equal(crb.Subjects, []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}}) {
+		t.Errorf("ClusterRoleBinding %s = %+v %+v, want ClusterRole %s for the manager's ServiceAccount", metricsAuth, crb.RoleRef, crb.Subjects, metricsAuth)
+	}
+	reader := find[*rbacv1.ClusterRole](t, objs, "ClusterRole", metricsReader)
+	if got := grantsOf(reader.Rules); !equalGrants(got, map[string][]string{"/metrics": {"get"}}) {
+		t.Errorf("ClusterRole %s grants %v, want GET /metrics only", metricsReader, got)
+	}
+	for _, o := range objs {
+		if b, ok := o.typed.(*rbacv1.ClusterRoleBinding); ok && b.RoleRef.Name == metricsReader {
+			t.Errorf("%s binds %s: config/default must not choose who scrapes", o.key(), metricsReader)
+		}
+	}
+}
+
+// TestServiceMonitor: config/prometheus, kept out of config/default so that
+// a cluster without the Prometheus Operator installs cleanly, scrapes the
+// metrics Service's HTTPS port with a bearer token.
+func TestServiceMonitor(t *testing.T) {
+	opts := krusty.MakeDefaultOptions()
+	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), "prometheus")
+	if err != nil {
+		t.Fatalf("kustomize build config/prometheus: %v", err)
+	}
+	if resMap.Size() != 1 {
+		t.Fatalf("config/prometheus renders %d objects, want the ServiceMonitor", resMap.Size())
+	}
+	data, err := resMap.Resources()[0].MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The operator's Go types are not a dependency: the fields checked.
+	var sm struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+		Spec struct {
+			Selector  struct{ MatchLabels map[string]string } `json:"selector"`
+			Endpoints []struct {
+				Port            string `json:"port"`
+				Scheme          string `json:"scheme"`
+				Path            string `json:"path"`
+				BearerTokenFile string `json:"bearerTokenFile"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &sm); err != nil {
+		t.Fatal(err)
+	}
+	if sm.APIVersion != "monitoring.coreos.com/v1" || sm.Kind != "ServiceMonitor" || sm.Metadata.Namespace != namespace {
+		t.Fatalf("config/prometheus renders %s %s in %q, want a monitoring.coreos.com/v1 ServiceMonitor in %s", sm.APIVersion, sm.Kind, sm.Metadata.Namespace, namespace)
+	}
+	svc := find[*corev1.Service](t, render(t), "Service", metricsService)
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if svc.Labels[k] != v {
+			t.Errorf("ServiceMonitor selector %s=%s does not match the metrics Service labels %v", k, v, svc.Labels)
+		}
+	}
+	if len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("ServiceMonitor has %d endpoints, want 1", len(sm.Spec.Endpoints))
+	}
+	ep := sm.Spec.Endpoints[0]
+	if len(svc.Spec.Ports) != 1 || ep.Port != svc.Spec.Ports[0].Name || ep.Scheme != "https" || ep.Path != "/metrics" || ep.BearerTokenFile == "" {
+		t.Errorf("ServiceMonitor endpoint %+v, want port %q, https, /metrics and a bearer token", ep, svc.Spec.Ports[0].Name)
 	}
 }
 
@@ -276,7 +422,7 @@ func managerFlags(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`flag\.\w+Var\(&\w+,\s*"([a-z0-9-]+)"`).FindAllSubmatch(src, -1) {
+	for _, m := range regexp.MustCompile(`flag\.\w+Var\(&[\w.]+,\s*"([a-z0-9-]+)"`).FindAllSubmatch(src, -1) {
 		flags[string(m[1])] = true
 	}
 	if len(flags) == 0 {
@@ -313,8 +459,34 @@ func TestManagerDeployment(t *testing.T) {
 	if v, ok := args["leader-elect"]; !ok || (v != "" && v != "true") {
 		t.Errorf("args %v: want --leader-elect", c.Args)
 	}
-	if args["metrics-bind-address"] != ":8080" || args["health-probe-bind-address"] != ":8081" {
-		t.Errorf("args %v: want --metrics-bind-address=:8080 and --health-probe-bind-address=:8081", c.Args)
+	if args["metrics-bind-address"] != ":8443" || args["health-probe-bind-address"] != ":8081" {
+		t.Errorf("args %v: want --metrics-bind-address=:8443 and --health-probe-bind-address=:8081", c.Args)
+	}
+	// Metrics are served with authentication unless someone opts out.
+	if v, ok := args["metrics-secure"]; ok && v != "true" {
+		t.Errorf("args %v: the metrics endpoint must stay secure", c.Args)
+	}
+
+	// The Go soft memory limit is left to the manager (90% of the
+	// container limit): GOMEMLIMIT equal to the limit lets the OOM killer
+	// strike before the collector.
+	var memEnv *corev1.EnvVar
+	for i, e := range c.Env {
+		if e.Name == "GOMEMLIMIT" {
+			t.Errorf("the Deployment sets GOMEMLIMIT (%+v): set %s, the manager takes 90%% of it", e, "STEPWISE_MEMORY_LIMIT")
+		}
+		if e.Name == "STEPWISE_MEMORY_LIMIT" {
+			memEnv = &c.Env[i]
+		}
+	}
+	switch {
+	case memEnv == nil || memEnv.ValueFrom == nil || memEnv.ValueFrom.ResourceFieldRef == nil:
+		t.Error("STEPWISE_MEMORY_LIMIT is not set from the container's resources")
+	default:
+		ref := memEnv.ValueFrom.ResourceFieldRef
+		if ref.Resource != "limits.memory" || ref.ContainerName != c.Name || (!ref.Divisor.IsZero() && ref.Divisor.Value() != 1) {
+			t.Errorf("STEPWISE_MEMORY_LIMIT = %+v, want limits.memory of container %s in bytes", ref, c.Name)
+		}
 	}
 
 	port := func(p intstr.IntOrString) int32 {
@@ -455,6 +627,8 @@ func TestDefaultAppliesToAnAPIServer(t *testing.T) {
 		}
 	}
 
+	checkManagerAccess(ctx, t, c)
+
 	// The CRDs must be served, or the manager's informers never sync.
 	for _, o := range objs {
 		if o.u.GetKind() != "CustomResourceDefinition" {
@@ -473,6 +647,63 @@ func TestDefaultAppliesToAnAPIServer(t *testing.T) {
 				t.Fatalf("CRD %s not Established: %+v", crd.Name, crd.Status.Conditions)
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// accessCase is one request of the manager's ServiceAccount, and whether
+// the rendered RBAC must allow it.
+type accessCase struct {
+	verb, group, resource, subresource, namespace string
+	allowed                                       bool
+}
+
+// managerAccess is what the controllers, the leader election and the
+// metrics filter do (allowed), and a few neighbours they must not be able
+// to do.
+var managerAccess = []accessCase{
+	{verb: "list", resource: "pods", namespace: "team-a", allowed: true},
+	{verb: "patch", resource: "pods", namespace: "team-a", allowed: true},
+	{verb: "update", resource: "pods", namespace: "team-a"},
+	{verb: "patch", resource: "pods", subresource: "status", namespace: "team-a", allowed: true},
+	{verb: "update", resource: "pods", subresource: "status", namespace: "team-a"},
+	{verb: "get", resource: "secrets", namespace: "team-a", allowed: true},
+	{verb: "list", resource: "secrets", namespace: "team-a"},
+	{verb: "watch", resource: "secrets", namespace: "team-a"},
+	{verb: "update", group: "apps", resource: "controllerrevisions", namespace: "team-a", allowed: true},
+	{verb: "patch", group: "apps", resource: "statefulsets", namespace: "team-a", allowed: true},
+	{verb: "update", group: "apps", resource: "statefulsets", namespace: "team-a"},
+	{verb: "update", group: "stepwise.dev", resource: "clonesets", namespace: "team-a"},
+	{verb: "update", group: "stepwise.dev", resource: "clonesets", subresource: "finalizers", namespace: "team-a", allowed: true},
+	{verb: "patch", group: "stepwise.dev", resource: "rollouts", subresource: "status", namespace: "team-a", allowed: true},
+	{verb: "update", group: "stepwise.dev", resource: "rollouts", subresource: "status", namespace: "team-a"},
+	{verb: "create", group: "events.k8s.io", resource: "events", namespace: "team-a", allowed: true},
+	{verb: "create", resource: "events", namespace: "team-a"},
+	{verb: "create", resource: "events", namespace: namespace, allowed: true},
+	{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, allowed: true},
+	{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: namespace},
+	{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "team-a"},
+	{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", allowed: true},
+	{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", allowed: true},
+}
+
+// checkManagerAccess asks the API server's authorizer about every
+// managerAccess case for the manager's ServiceAccount.
+func checkManagerAccess(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	for _, tc := range managerAccess {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   "system:serviceaccount:" + namespace + ":" + managerName,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: tc.verb, Group: tc.group, Resource: tc.resource, Subresource: tc.subresource, Namespace: tc.namespace,
+			},
+		}}
+		if err := c.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.allowed {
+			t.Errorf("%s %s/%s/%s in %q: allowed = %v, want %v (%s)", tc.verb, tc.group, tc.resource, tc.subresource, tc.namespace, sar.Status.Allowed, tc.allowed, sar.Status.Reason)
 		}
 	}
 }

@@ -1,26 +1,19 @@
-// Command manager runs the Stepwise controllers.
+// Command manager runs the Stepwise controllers. It parses flags and hands
+// them to internal/manager, which sets everything up.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/controllers/cloneset"
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 func main() {
@@ -32,95 +25,59 @@ func main() {
 
 func run() error {
 	var (
-		metricsAddr         string
-		probeAddr           string
-		leaderElect         bool
-		leaderElectionNS    string
-		cloneSetConcurrency int
-		rolloutConcurrency  int
+		opts        manager.Options
+		secure      bool
+		controllers string
 	)
 	// --kubeconfig is registered by controller-runtime's config package.
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus /metrics endpoint; 0 disables it.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles.")
-	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; the Pod's namespace when empty.")
-	flag.IntVar(&cloneSetConcurrency, "cloneset-concurrency", 4, "CloneSets reconciled in parallel.")
-	flag.IntVar(&rolloutConcurrency, "rollout-concurrency", rollout.DefaultConcurrency, "Rollouts reconciled in parallel; a query to a slow Prometheus holds one worker for up to its analysis interval (at most 30s).")
-	var analysisAddresses []string
+	flag.StringVar(&opts.Metrics.BindAddress, "metrics-bind-address", ":8443", "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	flag.BoolVar(&secure, "metrics-secure", true, "Serve /metrics over HTTPS to callers the API server authenticates and authorizes (ClusterRole stepwise-metrics-reader); false serves plain HTTP to anyone.")
+	flag.StringVar(&opts.Metrics.CertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for /metrics; a self-signed certificate when empty.")
+	flag.BoolVar(&opts.Metrics.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the metrics endpoint (off: HTTP/2 Rapid Reset, CVE-2023-44487).")
+	flag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so only one replica reconciles.")
+	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; the Pod's namespace when empty.")
+	flag.IntVar(&opts.CloneSetConcurrency, "cloneset-concurrency", manager.DefaultCloneSetConcurrency, "CloneSets reconciled in parallel.")
+	flag.IntVar(&opts.RolloutConcurrency, "rollout-concurrency", manager.DefaultRolloutConcurrency, "Rollouts reconciled in parallel; a query to a slow Prometheus holds one worker for up to its analysis interval (at most 30s).")
 	flag.Func(rollout.AnalysisAddressesFlag, "Prometheus addresses analysis may query, comma-separated or repeated: URL prefixes (https://thanos.example/tenant-a) or hosts (prometheus.monitoring:9090). Unset: any address. See docs/security.md.", func(v string) error {
-		analysisAddresses = append(analysisAddresses, strings.Split(v, ",")...)
+		opts.AnalysisAddresses = append(opts.AnalysisAddresses, strings.Split(v, ",")...)
 		return nil
 	})
+	flag.StringVar(&controllers, "controllers", strings.Join(manager.Controllers, ","), "Controllers to run, comma-separated: cloneset, rollout.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setupLog := ctrl.Log.WithName("setup")
+
+	opts.Metrics.Insecure = !secure
+	for name := range strings.SplitSeq(controllers, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			opts.Controllers = append(opts.Controllers, name)
+		}
+	}
+	if len(opts.Controllers) == 0 {
+		return fmt.Errorf("--controllers names no controller")
+	}
+
+	limit, ok, err := manager.SoftMemoryLimit(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if ok {
+		debug.SetMemoryLimit(limit)
+		setupLog.Info("Go soft memory limit set to 90% of the container's", "bytes", limit)
+	}
 
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig (--kubeconfig, $KUBECONFIG or in-cluster): %w", err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("registering Kubernetes types: %w", err)
-	}
-	if err := stepwisev1.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("registering Stepwise types: %w", err)
-	}
-
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "stepwise-manager.stepwise.dev",
-		LeaderElectionNamespace: leaderElectionNS,
-		// Managed fields are large and never read here: stripping them
-		// roughly halves the memory of the Pod cache.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		Client: client.Options{Cache: &client.CacheOptions{
-			// Secrets are read rarely (analysis credentials); caching
-			// them cluster-wide would need list/watch on every Secret.
-			DisableFor: []client.Object{&corev1.Secret{}},
-		}},
-	})
+	mgr, err := manager.New(restConfig, opts)
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return err
 	}
-
-	cloneSetMetrics := cloneset.NewMetrics()
-	ctrlmetrics.Registry.MustRegister(cloneSetMetrics.Collectors()...)
-	if err := (&cloneset.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder("stepwise-cloneset"),
-		Metrics:   cloneSetMetrics,
-	}).SetupWithManager(mgr, cloneSetConcurrency); err != nil {
-		return fmt.Errorf("setting up CloneSet controller: %w", err)
-	}
-
-	rolloutMetrics := rollout.NewMetrics()
-	ctrlmetrics.Registry.MustRegister(rolloutMetrics.Collectors()...)
-	if err := (&rollout.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder("stepwise-rollout"),
-		Metrics:   rolloutMetrics,
-
-		AnalysisAddresses: analysisAddresses,
-	}).SetupWithManager(mgr, rolloutConcurrency); err != nil {
-		return fmt.Errorf("setting up Rollout controller: %w", err)
-	}
-
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding ready check: %w", err)
-	}
-	ctrl.Log.WithName("setup").Info("starting manager")
+	setupLog.Info("starting manager", "controllers", opts.Controllers, "secureMetrics", secure)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

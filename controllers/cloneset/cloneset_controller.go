@@ -42,14 +42,24 @@ type Reconciler struct {
 	expectations *expectations
 }
 
-// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets/status,verbs=get;update;patch
+// RBAC: only the verbs the code calls. CloneSets, Pods and revisions are
+// read from the cache (list, watch); a Pod is read fresh (get) before its
+// readiness gate flips; Pods are created, patched and deleted, never
+// updated; status is patched, never updated; a revision is updated only to
+// renumber it when a template comes back. Events go through the
+// events.k8s.io API.
+//
+// Pods and revisions are owned with blockOwnerDeletion, which the
+// OwnerReferencesPermissionEnforcement admission plugin allows only to a
+// client that may update the owner's finalizers: hence clonesets/finalizers.
+//
+// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets,verbs=list;watch
+// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets/status,verbs=patch
 // +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // SetupWithManager wires the reconciler: CloneSets, and the Pods and
 // ControllerRevisions they own, are watched; nothing is polled.
@@ -74,6 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, cs); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expectations.forget(req.NamespacedName)
+			r.Metrics.forget(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting CloneSet: %w", err)

@@ -47,3 +47,18 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.InPlaceUpdatesStarted, m.InPlaceUpdatesSucceeded, m.InPlaceUpdatesFailed, m.InPlaceUpdateDuration, m.PodsRecreated}
 }
+
+// forget drops a deleted CloneSet's series, so that a cluster that creates
+// and deletes CloneSets does not grow the manager's memory and the scrape
+// with series of CloneSets that are gone.
+func (m *Metrics) forget(ns, name string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"namespace": ns, "cloneset": name}
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.InPlaceUpdatesStarted, m.InPlaceUpdatesSucceeded, m.InPlaceUpdatesFailed, m.InPlaceUpdateDuration, m.PodsRecreated} {
+		v.DeletePartialMatch(l)
+	}
+}

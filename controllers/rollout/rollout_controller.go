@@ -75,17 +75,39 @@ type Reconciler struct {
 	cache client.Reader
 }
 
+// RBAC: only the verbs the code calls. The Rollout is read fresh (get) and
+// watched; its status is patched. Workloads are read from the cache (list,
+// watch), their managed fields fresh (get), and their partition written
+// with server-side apply (patch). Pods and revisions are only read from the
+// cache. Events go through the events.k8s.io API.
+//
 // +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=get;list;watch
-// +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts/status,verbs=patch
+// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets,verbs=list;watch
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=clonesets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+//
+// Secrets, get only and in every namespace: a metric's bearer token is a
+// Secret in the Rollout's namespace (a metric's prometheus.bearerTokenSecretRef),
+// and Rollouts live in any namespace. It is read by name at each
+// measurement, around the cache, so no list or watch is granted and no
+// Secret is kept in memory. An install whose Rollouts never use a token can
+// drop this rule (docs/security.md).
+//
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+//
+// ConfigMaps, get only, for the same reason: a metric's private CA
+// (prometheus.tls.caRef) may be a ConfigMap in the Rollout's namespace.
+// Pods, delete: an aborted rollout on a StatefulSet or an OpenKruise
+// CloneSet without its CloneSetPartitionRollback gate deletes its canary
+// Pods, one budget at a time, for their controller to recreate them on the
+// stable revision. Stepwise's own CloneSets are not patched: the Rollout
+// governs them through its status.partitionGrant.
+//
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 
 // SetupWithManager wires the reconciler. Rollouts are watched for spec and
 // annotation changes (requests) and, for the other Rollouts of the same

@@ -179,7 +179,8 @@ func startManagerProcess(b *testing.B, kubeconfig string) *managerProcess {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr,
+	// Plain HTTP metrics: the bench scrapes its own manager on loopback.
+	cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address", probeAddr, "--cloneset-concurrency", "4", "--zap-log-level", "error")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -18,10 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 	"github.com/stepwise-dev/stepwise/pkg/cli"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 	"github.com/stepwise-dev/stepwise/test/promrunner"
+	"github.com/stepwise-dev/stepwise/test/shippedrbac"
 	"github.com/stepwise-dev/stepwise/test/traffic"
 )
 
@@ -141,6 +143,12 @@ func run(ctx context.Context, out io.Writer, opts options) (err error) {
 	if err := cluster.CreateNamespace(ctx, opts.Namespace); err != nil {
 		return err
 	}
+	// The controllers run as they would in a cluster: as the manager's
+	// ServiceAccount, with the RBAC of config/rbac.
+	managerCfg, err := shippedrbac.ManagerConfig(ctx, cluster.RESTConfig)
+	if err != nil {
+		return fmt.Errorf("installing the manager's RBAC: %w", err)
+	}
 
 	p.step("Starting the traffic simulator, Prometheus and the controllers")
 	sim, err := traffic.Start(ctx, "127.0.0.1:0", traffic.Options{
@@ -167,7 +175,7 @@ func run(ctx context.Context, out io.Writer, opts options) (err error) {
 			prom, promRun = promrunner.Start(ctx, []string{sim.Addr()}, promrunner.Options{Binary: promBinary, Logf: p.detail})
 		})
 	}
-	mgr, mgrErr := harness.StartManager(ctx, cluster.RESTConfig)
+	mgr, mgrErr := harness.StartManager(ctx, managerCfg, manager.Options{})
 	started.Wait()
 	if prom != nil {
 		defer prom.Stop()

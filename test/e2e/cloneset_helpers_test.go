@@ -11,9 +11,11 @@ import (
 
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,14 +23,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
+	"github.com/stepwise-dev/stepwise/test/shippedrbac"
 )
 
-// bed is one kwok cluster with the Stepwise manager running in-process.
+// bed is one kwok cluster with the Stepwise manager running in-process, as
+// it runs in a cluster: the shipped setup, authenticated as its
+// ServiceAccount with the RBAC of config/rbac, electing a leader with the
+// leader-election Role. Tests assert with an admin client.
 type bed struct {
 	cluster *kwokcluster.Cluster
 	client  client.Client
+	// managerCfg authenticates as the manager's ServiceAccount.
+	managerCfg *rest.Config
 
 	mu      sync.Mutex
 	manager *harness.Manager
@@ -50,7 +59,12 @@ func newBed(t *testing.T, nodes int) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bed{cluster: cluster, client: c}
+	managerCfg, err := shippedrbac.ManagerConfig(t.Context(), cluster.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireRBACEnforced(t, managerCfg)
+	b := &bed{cluster: cluster, client: c, managerCfg: managerCfg}
 	b.startManager(t)
 	t.Cleanup(b.stopManager)
 	return b
@@ -58,13 +72,31 @@ func newBed(t *testing.T, nodes int) *bed {
 
 func (b *bed) startManager(t *testing.T) {
 	t.Helper()
-	m, err := harness.StartManager(context.Background(), b.cluster.RESTConfig)
+	m, err := harness.StartManager(context.Background(), b.managerCfg, manager.Options{
+		LeaderElection:          true,
+		LeaderElectionNamespace: shippedrbac.Namespace,
+	})
 	if err != nil {
 		t.Fatalf("starting manager: %v", err)
 	}
 	b.mu.Lock()
 	b.manager = m
 	b.mu.Unlock()
+}
+
+// requireRBACEnforced fails the test unless the cluster refuses the
+// manager's ServiceAccount what its role does not grant: a bed that allowed
+// everything would prove nothing about the role.
+func requireRBACEnforced(t *testing.T, managerCfg *rest.Config) {
+	t.Helper()
+	c, err := harness.NewClient(managerCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secrets corev1.SecretList
+	if err := c.List(t.Context(), &secrets, client.InNamespace(metav1.NamespaceDefault)); !apierrors.IsForbidden(err) {
+		t.Fatalf("listing Secrets as the manager's ServiceAccount: %v, want Forbidden: the test cluster does not enforce RBAC", err)
+	}
 }
 
 // currentManager is the running manager, for its metrics.

@@ -1,39 +1,28 @@
-// Package harness starts the Stepwise controllers in-process against any
-// API server (envtest or a kwok cluster) for tests, benchmarks and the demo.
+// Package harness starts the Stepwise manager in-process against any API
+// server (envtest or a kwok cluster) for tests, benchmarks and the demo. The
+// manager is internal/manager's, as cmd/manager runs it; the harness only
+// turns off the metrics endpoint, gives each run a private Prometheus
+// registry and lets a restarted manager reuse its controller names.
 package harness
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/cloneset"
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // NewScheme knows the built-in types and Stepwise's.
-func NewScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("registering Kubernetes types: %w", err)
-	}
-	if err := stepwisev1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("registering Stepwise types: %w", err)
-	}
-	return scheme, nil
-}
+func NewScheme() (*runtime.Scheme, error) { return manager.NewScheme() }
 
 // NewClient is an uncached client for test assertions.
 func NewClient(cfg *rest.Config) (client.Client, error) {
@@ -47,76 +36,88 @@ func NewClient(cfg *rest.Config) (client.Client, error) {
 // Manager is a running controller manager that can be stopped and started
 // again, to test what survives a restart.
 type Manager struct {
-	// Metrics are the controllers' metrics of this run, registered in a
-	// private registry so restarts don't collide.
+	// Metrics are the controllers' metrics of this run, registered in
+	// Registry, private to the run so restarts don't collide.
 	Metrics        *cloneset.Metrics
 	RolloutMetrics *rollout.Metrics
 	Registry       *prometheus.Registry
+	// Manager is the running manager, for its cache and clients.
+	Manager *manager.Manager
 
-	cancel  context.CancelFunc
-	done    chan error
-	once    sync.Once
+	cancel context.CancelFunc
+	// stopped is closed when the manager has returned exitErr.
+	stopped chan struct{}
 	exitErr error
 }
 
-// StartManager runs the controllers until Stop. It returns once the caches
-// are synced, so a test can act right away.
-func StartManager(ctx context.Context, cfg *rest.Config) (*Manager, error) {
-	scheme, err := NewScheme()
+// syncTimeout bounds the wait for the caches. A manager whose RBAC lacks a
+// list or watch never syncs: its controllers give up after
+// controller-runtime's own two minutes, and the manager's error says which
+// kind did not sync.
+const syncTimeout = 3 * time.Minute
+
+// StartManager runs the shipped manager until Stop. opts are
+// internal/manager's; the harness sets the metrics address ("0" unless
+// given), a private registry and SkipNameValidation. It returns once the
+// caches are synced, so a test can act right away.
+func StartManager(ctx context.Context, cfg *rest.Config, opts manager.Options) (*Manager, error) {
+	if opts.Metrics.BindAddress == "" {
+		opts.Metrics.BindAddress = "0"
+	}
+	registry := prometheus.NewRegistry()
+	opts.Registry = registry
+	// A restarted manager in the same process registers the same
+	// controller names again.
+	opts.SkipNameValidation = true
+	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	skipNameValidation := true
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		// A restarted manager in the same process registers the same
-		// controller names again.
-		Controller: config.Controller{SkipNameValidation: &skipNameValidation},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
-	}
-	m := &Manager{Metrics: cloneset.NewMetrics(), RolloutMetrics: rollout.NewMetrics(), Registry: prometheus.NewRegistry(), done: make(chan error, 1)}
-	m.Registry.MustRegister(m.Metrics.Collectors()...)
-	m.Registry.MustRegister(m.RolloutMetrics.Collectors()...)
-	if err := (&cloneset.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    scheme,
-		Recorder:  mgr.GetEventRecorder("stepwise-cloneset"),
-		Metrics:   m.Metrics,
-	}).SetupWithManager(mgr, 4); err != nil {
-		return nil, fmt.Errorf("setting up CloneSet controller: %w", err)
-	}
-	if err := (&rollout.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    scheme,
-		Recorder:  mgr.GetEventRecorder("stepwise-rollout"),
-		Metrics:   m.RolloutMetrics,
-	}).SetupWithManager(mgr, 2); err != nil {
-		return nil, fmt.Errorf("setting up Rollout controller: %w", err)
+	m := &Manager{
+		Metrics:        mgr.CloneSetMetrics,
+		RolloutMetrics: mgr.RolloutMetrics,
+		Registry:       registry,
+		Manager:        mgr,
+		stopped:        make(chan struct{}),
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel
-	go func() { m.done <- mgr.Start(runCtx) }()
-	if !mgr.GetCache().WaitForCacheSync(runCtx) {
+	go func() {
+		m.exitErr = mgr.Start(runCtx)
+		close(m.stopped)
+	}()
+	syncCtx, cancelSync := context.WithTimeout(runCtx, syncTimeout)
+	defer cancelSync()
+	go func() {
+		select {
+		case <-m.stopped:
+			cancelSync()
+		case <-syncCtx.Done():
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
 		m.Stop()
+		if m.exitErr != nil {
+			return nil, fmt.Errorf("manager caches did not sync: %w", m.exitErr)
+		}
 		return nil, errors.New("manager caches did not sync")
 	}
 	return m, nil
 }
 
 // ExitErr is what the manager returned when it stopped, nil before Stop.
-func (m *Manager) ExitErr() error { return m.exitErr }
+func (m *Manager) ExitErr() error {
+	select {
+	case <-m.stopped:
+		return m.exitErr
+	default:
+		return nil
+	}
+}
 
 // Stop ends the manager and waits for it. Safe to call more than once.
 func (m *Manager) Stop() {
-	m.once.Do(func() {
-		m.cancel()
-		// Kept, not returned: Stop runs from cleanups with nobody to tell.
-		m.exitErr = <-m.done
-	})
+	// Kept, not returned: Stop runs from cleanups with nobody to tell.
+	m.cancel()
+	<-m.stopped
 }

@@ -1,5 +1,6 @@
-// Package integration runs the controllers against a real kube-apiserver and
-// etcd (envtest, binaries from bin/). There is no kubelet here: tests that
+// Package integration runs the shipped manager (internal/manager, every
+// controller) against a real kube-apiserver and etcd (envtest, binaries
+// from bin/). There is no kubelet here: tests that
 // need Pod status write it themselves, as a kubelet would; whole stories
 // with a simulated kubelet live in test/e2e.
 package integration
@@ -11,18 +12,15 @@ import (
 	"testing"
 
 	"go.uber.org/zap/zapcore"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/controllers/cloneset"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 	"github.com/stepwise-dev/stepwise/test/envtestenv"
+	"github.com/stepwise-dev/stepwise/test/harness"
+	"github.com/stepwise-dev/stepwise/test/shippedrbac"
 )
 
 // env is shared by the package's tests: one API server start per package
@@ -30,7 +28,9 @@ import (
 var env struct {
 	cfg    *rest.Config
 	client client.Client
-	scheme *runtime.Scheme
+	// manager runs every controller, set up as cmd/manager sets it up,
+	// as the manager's ServiceAccount.
+	manager *harness.Manager
 }
 
 func TestMain(m *testing.M) {
@@ -51,42 +51,23 @@ func runSuite(m *testing.M) int {
 	}
 	defer func() { _ = testEnv.Stop() }()
 
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = stepwisev1.AddToScheme(scheme)
-	env.cfg, env.scheme = cfg, scheme
-	env.client, err = client.New(cfg, client.Options{Scheme: scheme})
+	env.cfg = cfg
+	if env.client, err = harness.NewClient(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The manager authenticates as its ServiceAccount, with the RBAC of
+	// config/rbac: a rule the controllers lack fails here with a 403.
+	mgrCfg, err := shippedrbac.ManagerConfig(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-	})
-	if err != nil {
+	if env.manager, err = harness.StartManager(context.Background(), mgrCfg, manager.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := (&cloneset.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    scheme,
-		Recorder:  mgr.GetEventRecorder("stepwise-cloneset"),
-		Metrics:   cloneset.NewMetrics(),
-	}).SetupWithManager(mgr, 2); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
+	defer env.manager.Stop()
 	return m.Run()
 }
 

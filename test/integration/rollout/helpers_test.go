@@ -24,16 +24,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/test/harness"
 )
 
 const (
@@ -44,66 +42,27 @@ const (
 	promAddress = "http://prometheus.monitoring:9090"
 )
 
-// controllerManager is one test's running Rollout controller.
-type controllerManager struct {
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	// exitErr is what the manager returned when stopped, for debugging.
-	exitErr error
-}
-
-// startController runs the Rollout reconciler alone, its cache limited to
-// namespace ns, until the test ends or stop is called. opts set the
-// Reconciler's options (such as AnalysisAddresses) before it starts.
-func startController(t *testing.T, ns string, opts ...func(*rollout.Reconciler)) *controllerManager {
+// startController runs the shipped manager with the Rollout controller
+// alone (the tests play the workload controllers), as the manager's
+// ServiceAccount, its cache limited to namespace ns, until the test ends or
+// Stop is called. opts change the manager's options (such as
+// AnalysisAddresses) before it starts.
+func startController(t *testing.T, ns string, opts ...func(*manager.Options)) *harness.Manager {
 	t.Helper()
-	skip := true
-	mgr, err := ctrl.NewManager(env.cfg, ctrl.Options{
-		Scheme:  env.scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			DefaultTransform:  cache.TransformStripManagedFields(),
-		},
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		// Every test registers a controller named "rollout".
-		Controller: config.Controller{SkipNameValidation: &skip},
-	})
-	if err != nil {
-		t.Fatalf("creating manager: %v", err)
-	}
-	r := &rollout.Reconciler{
-		Client:          mgr.GetClient(),
-		APIReader:       mgr.GetAPIReader(),
-		Scheme:          env.scheme,
-		Recorder:        mgr.GetEventRecorder("stepwise-rollout"),
-		Metrics:         rollout.NewMetrics(),
+	o := manager.Options{
+		Controllers:     []string{manager.RolloutController},
+		Namespaces:      []string{ns},
 		ProviderFactory: fakeProviderFactory,
 	}
 	for _, opt := range opts {
-		opt(r)
+		opt(&o)
 	}
-	if err := r.SetupWithManager(mgr, rollout.DefaultConcurrency); err != nil {
-		t.Fatalf("setting up Rollout controller: %v", err)
+	m, err := harness.StartManager(context.Background(), env.managerCfg, o)
+	if err != nil {
+		t.Fatalf("starting manager: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &controllerManager{cancel: cancel, done: make(chan error, 1)}
-	go func() { m.done <- mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		m.stop()
-		t.Fatal("manager caches did not sync")
-	}
-	t.Cleanup(m.stop)
+	t.Cleanup(m.Stop)
 	return m
-}
-
-// stop ends the controller and waits for it. Safe to call more than once.
-func (m *controllerManager) stop() {
-	m.once.Do(func() {
-		m.cancel()
-		m.exitErr = <-m.done
-	})
 }
 
 // fakeProviderFactory keeps the real Prometheus client and only points the

@@ -375,7 +375,7 @@ func watchRollback(t *testing.T, ns, rollout string, labels map[string]string, r
 	t.Helper()
 	w := &podWatch{}
 	ctx := testContext(t)
-	wc, err := client.NewWithWatch(env.cfg, client.Options{Scheme: env.scheme})
+	wc, err := client.NewWithWatch(env.cfg, client.Options{Scheme: env.client.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestASecondRolloutOfAWorkloadIsRefusedUntilTheFirstIsDeleted(t *testing.T) 
 	})
 
 	// A restarted controller decides the same.
-	ctrl.stop()
+	ctrl.Stop()
 	startController(t, ns)
 	annotate(t, ns, "second", meta.ReconcileRequestAnnotation)
 	eventually(t, ns, "second", func(g Gomega, ro *stepwisev1.Rollout) {

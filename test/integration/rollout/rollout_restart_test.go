@@ -32,7 +32,7 @@ func TestRestartDuringAnalysisResumesTheSameStep(t *testing.T) {
 		g.Expect(ro.Status.Analysis.Metrics).NotTo(BeEmpty())
 		g.Expect(ro.Status.Analysis.Metrics[0].Count).To(BeNumerically(">=", 1))
 	})
-	first.stop()
+	first.Stop()
 	stopped := getRollout(t, ns, "web")
 	if stopped.Status.CurrentStepIndex == nil || *stopped.Status.CurrentStepIndex != 1 {
 		t.Fatalf("controller stopped at step %v, want 1", stopped.Status.CurrentStepIndex)

@@ -86,7 +86,7 @@ func TestAnAbortRollsStatefulSetCanariesBackOneAtATime(t *testing.T) {
 		g.Expect(c.Message).To(HavePrefix("rolling back 1 canary Pod to revision db-1-0-0: waiting for db-3 to be"))
 	})
 	// The controller stops while db-3 comes back; nothing else moves.
-	ctrl.stop()
+	ctrl.Stop()
 	NewWithT(t).Eventually(func() string { return revisions(t, ns, labels)["db-3"] }).WithTimeout(timeout).WithPolling(poll).Should(Equal("db-1-0-0"))
 	waitPodsReadyCount(t, ns, labels, 4)
 	time.Sleep(300 * time.Millisecond)

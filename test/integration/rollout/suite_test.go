@@ -1,7 +1,8 @@
-// Package rollout_test runs the Rollout reconciler alone against a real
-// kube-apiserver and etcd (envtest). No workload controller runs: the tests
-// play it, writing the workloads' status through the status subresource as
-// a CloneSet or StatefulSet controller would. Prometheus is an httptest
+// Package rollout_test runs the shipped manager (internal/manager) with the
+// Rollout controller alone against a real kube-apiserver and etcd
+// (envtest). No workload controller runs: the tests play it, writing the
+// workloads' status through the status subresource as a CloneSet or
+// StatefulSet controller would. Prometheus is an httptest
 // server speaking its HTTP API, reached through the real
 // pkg/analysis/prometheus client; stories against a real Prometheus live in
 // test/e2e.
@@ -26,15 +27,14 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/test/envtestenv"
+	"github.com/stepwise-dev/stepwise/test/harness"
+	"github.com/stepwise-dev/stepwise/test/shippedrbac"
 )
 
 // env is shared by the package's tests: one API server and one fake
@@ -42,8 +42,10 @@ import (
 var env struct {
 	cfg    *rest.Config
 	client client.Client
-	scheme *runtime.Scheme
-	prom   *fakePrometheus
+	// managerCfg authenticates as the manager's ServiceAccount, with the
+	// RBAC of config/rbac.
+	managerCfg *rest.Config
+	prom       *fakePrometheus
 }
 
 func TestMain(m *testing.M) {
@@ -66,12 +68,13 @@ func runSuite(m *testing.M) int {
 	}
 	defer func() { _ = testEnv.Stop() }()
 
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = stepwisev1.AddToScheme(scheme)
-	env.cfg, env.scheme = cfg, scheme
-	env.client, err = client.New(cfg, client.Options{Scheme: scheme})
+	env.cfg = cfg
+	env.client, err = harness.NewClient(cfg)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if env.managerCfg, err = shippedrbac.ManagerConfig(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

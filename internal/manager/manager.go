@@ -1,0 +1,228 @@
+package manager
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/cloneset"
+	"github.com/stepwise-dev/stepwise/controllers/rollout"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+)
+
+// Controller names, as --controllers and Options.Controllers take them and
+// as controller-runtime's metrics label them.
+const (
+	CloneSetController = "cloneset"
+	RolloutController  = "rollout"
+)
+
+// Controllers are all controllers, in start order.
+var Controllers = []string{CloneSetController, RolloutController}
+
+// Field owners of the controllers' writes, as managedFields name them. The
+// Rollout's is the partition's owner, which GitOps tools see
+// (workload.FieldManager).
+const (
+	CloneSetFieldOwner = "stepwise-cloneset"
+	RolloutFieldOwner  = workload.FieldManager
+)
+
+// LeaderElectionID names the leader-election Lease.
+const LeaderElectionID = "stepwise-manager.stepwise.dev"
+
+// Defaults of the Options that have one.
+const (
+	DefaultCloneSetConcurrency = 4
+	DefaultRolloutConcurrency  = rollout.DefaultConcurrency
+)
+
+// Options configure New. The zero value is the shipped setup with every
+// controller, no metrics or health endpoints and no leader election.
+type Options struct {
+	// Metrics serves /metrics; see MetricsOptions.
+	Metrics MetricsOptions
+	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns
+	// them off.
+	HealthProbeBindAddress string
+	// LeaderElection elects one replica to reconcile, with a Lease named
+	// LeaderElectionID in LeaderElectionNamespace (the Pod's namespace when
+	// empty).
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	// CloneSetConcurrency and RolloutConcurrency are the reconciles run in
+	// parallel; 0 takes the defaults.
+	CloneSetConcurrency int
+	RolloutConcurrency  int
+	// Controllers names the controllers to run (CloneSetController,
+	// RolloutController); empty runs all.
+	Controllers []string
+	// AnalysisAddresses restricts where analysis may connect (URL prefixes
+	// or hosts, see rollout.Reconciler); empty allows any address.
+	AnalysisAddresses []string
+	// Namespaces limits the cache, and so every controller, to these
+	// namespaces; empty watches all.
+	Namespaces []string
+	// Registry receives the controllers' own metrics; controller-runtime's
+	// registry, which /metrics serves, when nil. Tests that start managers
+	// again in one process give each a private one.
+	Registry prometheus.Registerer
+
+	// Test hooks.
+
+	// SkipNameValidation lets one process start managers with the same
+	// controller names more than once.
+	SkipNameValidation bool
+	// Clock replaces the real clock of both controllers.
+	Clock clock.PassiveClock
+	// ProviderFactory replaces how the Rollout reaches Prometheus.
+	ProviderFactory rollout.ProviderFactory
+}
+
+// Manager is a controller manager with Stepwise's controllers set up and not
+// started yet.
+type Manager struct {
+	ctrl.Manager
+	// CloneSetMetrics and RolloutMetrics are the controllers' own series;
+	// nil for a controller that does not run.
+	CloneSetMetrics *cloneset.Metrics
+	RolloutMetrics  *rollout.Metrics
+}
+
+// NewScheme knows the built-in types and Stepwise's.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("registering Kubernetes types: %w", err)
+	}
+	if err := stepwisev1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("registering Stepwise types: %w", err)
+	}
+	return scheme, nil
+}
+
+// New creates the manager, its controllers, metrics and health checks, as
+// cmd/manager runs it. cfg is how the manager reaches the API server; in a
+// cluster, the ServiceAccount of config/rbac.
+func New(cfg *rest.Config, opts Options) (*Manager, error) {
+	for _, name := range opts.Controllers {
+		if !slices.Contains(Controllers, name) {
+			return nil, fmt.Errorf("unknown controller %q (known: %v)", name, Controllers)
+		}
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	metricsServer, err := opts.Metrics.serverOptions()
+	if err != nil {
+		return nil, err
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsServer,
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// A new leader starts at once when the old one stops cleanly, and
+		// a restarted manager in one test process does not wait out the
+		// lease it held.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cacheOptions(opts.Namespaces),
+		Client: client.Options{Cache: &client.CacheOptions{
+			// Secrets are read rarely (a metric's bearer token, at each
+			// measurement) and around the cache: caching them would take
+			// list and watch on every Secret of the cluster, and keep them
+			// all in memory.
+			DisableFor: []client.Object{&corev1.Secret{}},
+		}},
+	}
+	if opts.SkipNameValidation {
+		mgrOpts.Controller = config.Controller{SkipNameValidation: &opts.SkipNameValidation}
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	m := &Manager{Manager: mgr}
+
+	registry := opts.Registry
+	if registry == nil {
+		registry = ctrlmetrics.Registry
+	}
+	if m.runs(opts, CloneSetController) {
+		m.CloneSetMetrics = cloneset.NewMetrics()
+		if err := register(registry, m.CloneSetMetrics.Collectors()); err != nil {
+			return nil, err
+		}
+		if err := (&cloneset.Reconciler{
+			Client:    client.WithFieldOwner(mgr.GetClient(), CloneSetFieldOwner),
+			APIReader: mgr.GetAPIReader(),
+			Scheme:    scheme,
+			Recorder:  mgr.GetEventRecorder("stepwise-cloneset"),
+			Metrics:   m.CloneSetMetrics,
+			Clock:     opts.Clock,
+		}).SetupWithManager(mgr, orDefault(opts.CloneSetConcurrency, DefaultCloneSetConcurrency)); err != nil {
+			return nil, fmt.Errorf("setting up CloneSet controller: %w", err)
+		}
+	}
+	if m.runs(opts, RolloutController) {
+		m.RolloutMetrics = rollout.NewMetrics()
+		if err := register(registry, m.RolloutMetrics.Collectors()); err != nil {
+			return nil, err
+		}
+		if err := (&rollout.Reconciler{
+			Client:            client.WithFieldOwner(mgr.GetClient(), RolloutFieldOwner),
+			APIReader:         mgr.GetAPIReader(),
+			Scheme:            scheme,
+			Recorder:          mgr.GetEventRecorder("stepwise-rollout"),
+			Metrics:           m.RolloutMetrics,
+			Clock:             opts.Clock,
+			ProviderFactory:   opts.ProviderFactory,
+			AnalysisAddresses: opts.AnalysisAddresses,
+		}).SetupWithManager(mgr, orDefault(opts.RolloutConcurrency, DefaultRolloutConcurrency)); err != nil {
+			return nil, fmt.Errorf("setting up Rollout controller: %w", err)
+		}
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding ready check: %w", err)
+	}
+	return m, nil
+}
+
+func (m *Manager) runs(opts Options, name string) bool {
+	return len(opts.Controllers) == 0 || slices.Contains(opts.Controllers, name)
+}
+
+func register(r prometheus.Registerer, collectors []prometheus.Collector) error {
+	for _, c := range collectors {
+		if err := r.Register(c); err != nil {
+			return fmt.Errorf("registering controller metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

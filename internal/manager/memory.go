@@ -1,0 +1,37 @@
+package manager
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// MemoryLimitEnv carries the container's memory limit in bytes, from a
+// resourceFieldRef on limits.memory (config/manager/manager.yaml).
+const MemoryLimitEnv = "STEPWISE_MEMORY_LIMIT"
+
+// memoryLimitShare is the part of the container limit given to the Go
+// runtime as its soft limit. The rest is headroom: the soft limit counts
+// only what the Go runtime maps, not what the kernel charges the container
+// for besides (page tables, kernel buffers, fragmentation), and as the live
+// heap nears it the collector runs back to back. At 100% the kernel's OOM
+// killer fires before the collector has held the line.
+const memoryLimitShare = 0.9
+
+// SoftMemoryLimit is the Go soft memory limit (debug.SetMemoryLimit) for
+// the container limit in MemoryLimitEnv: 90% of it. ok is false when no
+// limit should be set: GOMEMLIMIT is set (the operator's choice wins, and
+// the runtime already applied it), or the container limit is unknown.
+func SoftMemoryLimit(getenv func(string) string) (limit int64, ok bool, err error) {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0, false, nil
+	}
+	raw := getenv(MemoryLimitEnv)
+	if raw == "" {
+		return 0, false, nil
+	}
+	container, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || container <= 0 {
+		return 0, false, fmt.Errorf("%s=%q: want the container memory limit in bytes", MemoryLimitEnv, raw)
+	}
+	return int64(float64(container) * memoryLimitShare), true, nil
+}

@@ -1,0 +1,86 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestCacheHoldsOnlyWhatControllersRead looks into the running manager's
+// informer cache: Pods without controller-revision-hash (a Deployment's, a
+// bare one) are not there; a StatefulSet keeps only what the Rollout
+// observes; a DaemonSet's revision has no data. The CloneSet and Rollout
+// suites, run on the same cache, show that nothing a controller reads was
+// dropped.
+func TestCacheHoldsOnlyWhatControllersRead(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	spec := corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
+		Volumes:    []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+	}
+	pods := map[string]map[string]string{
+		"deployment-pod": {"app": "web", "pod-template-hash": "5d8f"},
+		"bare-pod":       nil,
+		"db-0":           {"app": "db", appsv1.ControllerRevisionHashLabelKey: "db-1"},
+	}
+	for name, labels := range pods {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Spec: spec}
+		g.Expect(env.client.Create(ctx, pod)).To(Succeed())
+	}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Annotations: map[string]string{
+			corev1.LastAppliedConfigAnnotation: `{"kind":"StatefulSet"}`, "team": "a"}},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}}, Spec: spec},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+			}},
+		},
+	}
+	g.Expect(env.client.Create(ctx, sts)).To(Succeed())
+	rev := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-1", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "3f9c1a52-0000-4000-8000-000000000001", Controller: ptr.To(true)}}},
+		Data:     runtime.RawExtension{Raw: []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"agent","image":"agent:1"}]}}}}`)},
+		Revision: 1,
+	}
+	g.Expect(env.client.Create(ctx, rev)).To(Succeed())
+
+	cache := env.manager.Manager.GetCache()
+	g.Eventually(func(g Gomega) {
+		var list corev1.PodList
+		g.Expect(cache.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		var names []string
+		for _, p := range list.Items {
+			names = append(names, p.Name)
+		}
+		g.Expect(names).To(ConsistOf("db-0"))
+
+		var cached appsv1.StatefulSet
+		g.Expect(cache.Get(ctx, client.ObjectKeyFromObject(sts), &cached)).To(Succeed())
+		g.Expect(cached.ManagedFields).To(BeEmpty())
+		g.Expect(cached.Annotations).To(Equal(map[string]string{"team": "a"}))
+		g.Expect(cached.Spec.Template.Spec).To(Equal(corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}}))
+		g.Expect(cached.Spec.VolumeClaimTemplates).To(BeEmpty())
+		g.Expect(*cached.Spec.Replicas).To(BeEquivalentTo(1))
+		g.Expect(cached.Spec.Selector.MatchLabels).To(Equal(map[string]string{"app": "db"}))
+
+		var cachedRev appsv1.ControllerRevision
+		g.Expect(cache.Get(ctx, client.ObjectKeyFromObject(rev), &cachedRev)).To(Succeed())
+		g.Expect(cachedRev.Data.Raw).To(BeEmpty())
+	}, timeout).Should(Succeed())
+}
