@@ -44,6 +44,11 @@ const (
 	// UpdateBlockedCondition is True when maxUnavailable is used up by Pods
 	// that are unavailable for other reasons, so the update cannot progress.
 	UpdateBlockedCondition = "UpdateBlocked"
+	// GovernedCondition is True while a Rollout decides how far the
+	// CloneSet moves its Pods (status.rollout), whatever
+	// spec.updateStrategy.partition says; False, reason RolloutGone, once
+	// the Rollout that did is gone and the spec's partition applies again.
+	GovernedCondition = "Governed"
 
 	ReasonInPlaceImpossible = "InPlaceImpossible"
 	ReasonUnavailableBudget = "UnavailableBudgetExhausted"
@@ -55,6 +60,15 @@ const (
 	ReasonCreateFailed      = "CreateFailed"
 	ReasonDeleteFailed      = "DeleteFailed"
 	ReasonCorruptedState    = "CorruptedInPlaceState"
+	// ReasonGovernedByRollout: a Rollout's partitionGrant applies.
+	ReasonGovernedByRollout = "GovernedByRollout"
+	// ReasonAwaitingRollout: the update revision is not the one the
+	// governing Rollout acknowledged; no Pod moves to it, and the CloneSet
+	// is Reconciling until the Rollout reacts.
+	ReasonAwaitingRollout = "AwaitingRollout"
+	// ReasonRolloutGone: the Rollout that governed the CloneSet no longer
+	// exists (or no longer names it).
+	ReasonRolloutGone = "RolloutGone"
 )
 
 // Event reasons on a CloneSet.
@@ -68,4 +82,8 @@ const (
 	EventSuccessfulUpdatePodReCreate = "SuccessfulUpdatePodReCreate"
 	EventUpdateBlocked               = "UpdateBlocked"
 	EventCorruptedInPlaceState       = "CorruptedInPlaceState"
+	// EventGoverned: a Rollout now decides how far Pods move.
+	EventGoverned = "Governed"
+	// EventReleased: no Rollout governs any more; the spec's partition applies.
+	EventReleased = "Released"
 )

@@ -247,11 +247,30 @@ type CloneSetStatus struct {
 	// LabelSelector is the selector in string form, for the scale subresource.
 	// +optional
 	LabelSelector string `json:"labelSelector,omitempty"`
-	// Conditions: Ready, Reconciling, Stalled, FailedUpdate, FailedScale.
+	// Rollout is the Rollout that governs how far Pods move, and what the
+	// CloneSet applied of its partitionGrant; unset when none governs.
+	// +optional
+	Rollout *CloneSetGovernor `json:"rollout,omitempty"`
+	// Conditions: Ready, Reconciling, Stalled, FailedUpdate, FailedScale,
+	// UpdateBlocked, Governed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// CloneSetGovernor is what a CloneSet applies of the Rollout that governs it.
+type CloneSetGovernor struct {
+	// Name of the Rollout, in the CloneSet's namespace.
+	Name string `json:"name"`
+	// Revision is the update revision the Rollout acknowledged last; empty
+	// before its first decision. While it is not status.updateRevision, no
+	// Pod moves to the update revision.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// Partition is the partition applied: the Rollout's, or every Pod kept
+	// back while the update revision waits for the Rollout.
+	Partition intstr.IntOrString `json:"partition"`
 }
 
 // CloneSet runs Pods from one template and updates them in place when it can.

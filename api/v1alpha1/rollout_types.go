@@ -494,6 +494,15 @@ type RolloutStatus struct {
 	// +optional
 	PauseRequested bool `json:"pauseRequested,omitempty"`
 
+	// PartitionGrant is how far the Rollout lets a stepwise.dev CloneSet
+	// move its Pods, in place of the CloneSet's own
+	// spec.updateStrategy.partition, which git may keep at any value. It is
+	// written with the decision, in the same status write, so the decision
+	// and the act are one. Unset for other workloads, whose partition the
+	// Rollout writes.
+	// +optional
+	PartitionGrant *PartitionGrant `json:"partitionGrant,omitempty"`
+
 	// Analysis is the analysis of the current step (or the one that aborted the rollout).
 	// +optional
 	Analysis *AnalysisStatus `json:"analysis,omitempty"`
@@ -526,6 +535,18 @@ type RolloutStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PartitionGrant lets a CloneSet move Pods to one update revision, up to a
+// partition.
+type PartitionGrant struct {
+	// Revision is the update revision the Rollout acknowledged. A CloneSet
+	// whose template is at another revision moves no Pod to it.
+	Revision string `json:"revision"`
+	// Partition is how many Pods (or what percent) stay off Revision, as
+	// spec.steps writes it.
+	// +kubebuilder:validation:XIntOrString
+	Partition intstr.IntOrString `json:"partition"`
 }
 
 // AnalysisStatus is the running tally of one step's analysis. Counters, not

@@ -18,8 +18,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
@@ -60,9 +62,11 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=list;watch
 
-// SetupWithManager wires the reconciler: CloneSets, and the Pods and
-// ControllerRevisions they own, are watched; nothing is polled.
+// SetupWithManager wires the reconciler: CloneSets, the Pods and
+// ControllerRevisions they own, and the Rollouts that govern them are
+// watched; nothing is polled.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -73,6 +77,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		For(&stepwisev1.CloneSet{}).
 		Owns(&corev1.Pod{}).
 		Owns(&appsv1.ControllerRevision{}).
+		// A Rollout that names a CloneSet governs how far its Pods move.
+		Watches(&stepwisev1.Rollout{}, handler.EnqueueRequestsFromMapFunc(cloneSetOf), builder.WithPredicates(governorChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }
@@ -126,6 +132,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	round.revs = revs
+	if round.gov, err = r.governance(ctx, cs); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	if ok, waiting := r.expectations.satisfied(req.NamespacedName, pods); !ok {
 		// The cache is behind our own writes; the watch event that catches
@@ -151,7 +160,9 @@ type syncRound struct {
 	podsByName      map[string]*corev1.Pod
 	revs            *revisionSet
 	expectedUpdated int32
-	findings        statusFindings
+	// gov is what the Rollout governing the CloneSet allows, if one does.
+	gov      governance
+	findings statusFindings
 	// statusOnly means the pods were not acted on this round.
 	statusOnly bool
 	// counts are the Pods as status reports them, once computed.
@@ -199,7 +210,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.Clone
 	if round.selector != nil {
 		selector = round.selector.String()
 	}
-	status := computeStatus(cs, counts, round.revs, round.expectedUpdated, round.findings, selector)
+	status := computeStatus(cs, counts, round.revs, round.expectedUpdated, round.gov, round.findings, selector)
 	if succeeded && !round.statusOnly || round.findings.invalidSpec != "" {
 		status.ObservedGeneration = cs.Generation
 	}
@@ -209,7 +220,15 @@ func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.Clone
 	r.emitStatusEvents(original, &status)
 	// The whole status goes in one merge patch: a diff against the cached
 	// copy would leave out zero counts that the server has never stored.
-	body, err := json.Marshal(map[string]any{"status": status})
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	if err != nil {
+		return fmt.Errorf("encoding CloneSet status: %w", err)
+	}
+	if status.Rollout == nil {
+		// A merge patch leaves out what it does not name: null removes it.
+		fields["rollout"] = nil
+	}
+	body, err := json.Marshal(map[string]any{"status": fields})
 	if err != nil {
 		return fmt.Errorf("encoding CloneSet status: %w", err)
 	}

@@ -74,7 +74,7 @@ type statusFindings struct {
 // computeStatus fills status from counts and findings. Conditions follow
 // kstatus: Reconciling while Pods move, Stalled when only a human can help,
 // Ready when the CloneSet is where its spec says it should be.
-func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet, expectedUpdated int32, findings statusFindings, selector string) stepwisev1.CloneSetStatus {
+func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet, expectedUpdated int32, gov governance, findings statusFindings, selector string) stepwisev1.CloneSetStatus {
 	status := *cs.Status.DeepCopy()
 	status.Replicas = counts.replicas
 	status.ReadyReplicas = counts.ready
@@ -97,6 +97,11 @@ func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet,
 			status.CurrentRevision = revs.update.Name
 		}
 	}
+	if gov.known {
+		status.Rollout = gov.governor(status.UpdateRevision)
+		gov.setGovernedCondition(&status, cs.Spec.UpdateStrategy.Partition, cs.Generation)
+	}
+	awaiting := gov.awaiting(status.UpdateRevision)
 
 	gen := cs.Generation
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
@@ -138,6 +143,12 @@ func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet,
 		set(meta.StalledCondition, metav1.ConditionTrue, stepwisev1.ReasonInPlaceImpossible, findings.failedUpdate)
 		clear(meta.ReconcilingCondition)
 		set(meta.ReadyCondition, metav1.ConditionFalse, stepwisev1.ReasonInPlaceImpossible, findings.failedUpdate)
+	case awaiting != "":
+		// No health check may read "all Current" between a commit and the
+		// Rollout's reaction to it.
+		clear(meta.StalledCondition)
+		set(meta.ReconcilingCondition, metav1.ConditionTrue, stepwisev1.ReasonAwaitingRollout, awaiting)
+		set(meta.ReadyCondition, metav1.ConditionFalse, stepwisev1.ReasonAwaitingRollout, awaiting)
 	case settled || paused:
 		clear(meta.StalledCondition)
 		clear(meta.ReconcilingCondition)
@@ -179,6 +190,12 @@ func (r *Reconciler) emitStatusEvents(before *stepwisev1.CloneSet, after *stepwi
 	wasBlocked := apimeta.FindStatusCondition(before.Status.Conditions, stepwisev1.UpdateBlockedCondition)
 	if blocked != nil && (wasBlocked == nil || wasBlocked.Message != blocked.Message) {
 		r.event(cs, corev1.EventTypeWarning, stepwisev1.EventUpdateBlocked, blocked.Message)
+	}
+	switch was, now := before.Status.Rollout, after.Rollout; {
+	case now != nil && (was == nil || was.Name != now.Name):
+		r.event(cs, corev1.EventTypeNormal, stepwisev1.EventGoverned, fmt.Sprintf("Rollout %s now decides how far Pods move; spec.updateStrategy.partition is ignored while it does", now.Name))
+	case now == nil && was != nil:
+		r.event(cs, corev1.EventTypeNormal, stepwisev1.EventReleased, apimeta.FindStatusCondition(after.Conditions, stepwisev1.GovernedCondition).Message)
 	}
 	wasReady := apimeta.IsStatusConditionTrue(before.Status.Conditions, meta.ReadyCondition)
 	nowReady := apimeta.IsStatusConditionTrue(after.Conditions, meta.ReadyCondition)

@@ -104,7 +104,7 @@ func (r *Reconciler) planInput(cs *stepwisev1.CloneSet, round *syncRound) plan.I
 	}
 	in := plan.Input{
 		Replicas:            ptr.Deref(cs.Spec.Replicas, 0),
-		Partition:           strategy.Partition,
+		Partition:           round.gov.partition(strategy.Partition, round.revs.update.Name),
 		MaxUnavailable:      strategy.MaxUnavailable,
 		MaxSurge:            maxSurge,
 		ScaleMaxUnavailable: cs.Spec.ScaleStrategy.MaxUnavailable,

@@ -17,37 +17,6 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
-// Two Rollouts naming one workload would share the field manager, so
-// neither would see the other as a conflicting writer, and they would move
-// the partition back and forth. One drives it: the oldest. Its age is read
-// from the API server's objects, so every controller (and every restart of
-// one) picks the same, and the others never write the workload.
-
-// claimant returns the Rollout that drives a workload among the Rollouts
-// naming it: the oldest by creationTimestamp, the name breaking ties, since
-// timestamps have a one-second precision. Rollouts being deleted do not
-// count. Nil when none is left.
-func claimant(rollouts []v1alpha1.Rollout) *v1alpha1.Rollout {
-	var first *v1alpha1.Rollout
-	for i := range rollouts {
-		ro := &rollouts[i]
-		if !ro.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if first == nil || older(ro, first) {
-			first = ro
-		}
-	}
-	return first
-}
-
-func older(a, b *v1alpha1.Rollout) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Name < b.Name
-}
-
 // checkClaim stalls the round when another Rollout drives the workload,
 // before anything is read from or written to it. The Rollouts come from the
 // cache through the workload index; ro itself, read around the cache, is
@@ -65,7 +34,7 @@ func (r *Reconciler) checkClaim(ctx context.Context, rd *round) error {
 	}
 	rollouts := slices.DeleteFunc(list.Items, func(o v1alpha1.Rollout) bool { return o.Name == ro.Name })
 	rollouts = append(rollouts, *ro)
-	first := claimant(rollouts)
+	first := v1alpha1.Claimant(rollouts)
 	if first == nil || first.Name == ro.Name {
 		return nil
 	}

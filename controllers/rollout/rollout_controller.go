@@ -168,6 +168,10 @@ type round struct {
 	// writers are the field managers other than ours found owning the
 	// partition this round; empty when none were, or none were looked for.
 	writers []string
+	// apply is the partition to write to the workload once the status that
+	// decided it is written; nil when the workload holds it already (or is
+	// governed by the grant in status).
+	apply *partitionApply
 	// events to record after the decision's, once the status is written.
 	events []step.Event
 	// measured are this round's measurements, for the Prometheus metrics.
@@ -276,12 +280,19 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	fromStepStatus(&ro.Status, d.Status)
 	r.noteRolloutEnd(ctx, rd, wl, obs, canary)
 
-	if err := r.syncPartition(ctx, rd, wl, obs, d.Partition, takeover); err != nil {
-		return 0, err
-	}
-	gvk, _ := workloadGVK(ro.Spec.WorkloadRef)
-	if e := setPartitionConflict(ro, rd, ro.Spec.WorkloadRef.Kind, workload.PartitionPath(gvk)); e != nil {
-		rd.events = append(rd.events, *e)
+	if obs.Governed {
+		// The grant is written with the status: the decision is the act.
+		ro.Status.PartitionGrant = grantOf(&ro.Status, d.Partition)
+		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.PartitionConflictCondition)
+	} else {
+		ro.Status.PartitionGrant = nil
+		if err := r.planPartition(ctx, rd, wl, obs, d.Partition, takeover); err != nil {
+			return 0, err
+		}
+		gvk, _ := workloadGVK(ro.Spec.WorkloadRef)
+		if e := setPartitionConflict(ro, rd, ro.Spec.WorkloadRef.Kind, workload.PartitionPath(gvk)); e != nil {
+			rd.events = append(rd.events, *e)
+		}
 	}
 	if err := r.rollBackCanaries(ctx, rd, wl, obs); err != nil {
 		return 0, err
@@ -325,6 +336,14 @@ func (r *Reconciler) finish(ctx context.Context, original *v1alpha1.Rollout, rd 
 		}
 	}
 	r.record(original, rd)
+	if reconcileErr == nil && rd.apply != nil {
+		// Only now that the decision is on record: had the status write
+		// been lost, the next round would read this move as another
+		// writer's and move Pods back.
+		if err := r.applyPartition(ctx, rd); err != nil {
+			return result, err
+		}
+	}
 	return result, reconcileErr
 }
 

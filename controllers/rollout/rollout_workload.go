@@ -80,6 +80,11 @@ func (r *Reconciler) decisionInput(ctx context.Context, rd *round, wl workload.W
 		log.FromContext(ctx).Info("workload partition unreadable", "error", err.Error())
 		partition = -1
 	}
+	if g := ro.Status.PartitionGrant; obs.Governed && g != nil && obs.Acknowledged != g.Revision {
+		// The CloneSet has not applied the last grant yet: what it reports
+		// is for another revision, and the gate waits.
+		partition = -1
+	}
 	var deadline time.Duration
 	if ro.Spec.ProgressDeadlineSeconds != nil {
 		deadline = time.Duration(*ro.Spec.ProgressDeadlineSeconds) * time.Second
@@ -98,6 +103,7 @@ func (r *Reconciler) decisionInput(ctx context.Context, rd *round, wl workload.W
 			CurrentRevision:           obs.CurrentRevision,
 			Partition:                 partition,
 		},
+		Governed: obs.Governed,
 		Analysis: verdictOf(&ro.Status),
 		Requests: step.RequestsFromAnnotations(ro.Annotations),
 	}
@@ -148,14 +154,15 @@ func (r *Reconciler) versions(ctx context.Context, ro *v1alpha1.Rollout, wl work
 	return checkVersion(policy, obs.UpdateRevision, update.Images, stableImages, wasStable), nil
 }
 
-// syncPartition applies the decided partition when the workload does not
-// hold it. Before re-applying over a value that is set, it reads who owns
-// the field: when the cache only lags behind our own write that is us
-// alone, and otherwise another writer (a GitOps tool applying a manifest
-// that sets the partition) to report in PartitionConflict. The check costs
-// a request, so it runs only then, not every reconcile, and not on a
+// planPartition prepares the write of the decided partition when the
+// workload does not hold it; finish applies it once the status is written.
+// Before re-applying over a value that is set, it reads who owns the
+// field: when the cache only lags behind our own write that is us alone,
+// and otherwise another writer (a GitOps tool applying a manifest that
+// sets the partition) to report in PartitionConflict. The check costs a
+// request, so it runs only then, not every reconcile, and not on a
 // takeover (the Rollout's first decision).
-func (r *Reconciler) syncPartition(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, desired intstr.IntOrString, takeover bool) error {
+func (r *Reconciler) planPartition(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, desired intstr.IntOrString, takeover bool) error {
 	if obs.Holds(desired) {
 		return nil
 	}
@@ -166,9 +173,38 @@ func (r *Reconciler) syncPartition(ctx context.Context, rd *round, wl workload.W
 		}
 		rd.writers = writers
 	}
-	if err := wl.SetPartition(ctx, obs, desired); err != nil {
+	rd.apply = &partitionApply{wl: wl, obs: obs, partition: desired}
+	return nil
+}
+
+// partitionApply is a partition write decided this round.
+type partitionApply struct {
+	wl        workload.Workload
+	obs       workload.Observation
+	partition intstr.IntOrString
+}
+
+// applyPartition writes the round's partition. A failure is retried by the
+// next round, which finds the workload not holding the partition its
+// status decided and plans the write again.
+func (r *Reconciler) applyPartition(ctx context.Context, rd *round) error {
+	a := rd.apply
+	if err := a.wl.SetPartition(ctx, a.obs, a.partition); err != nil {
 		return err
 	}
-	log.FromContext(ctx).V(1).Info("partition applied", "partition", desired.String(), "others", rd.writers)
+	log.FromContext(ctx).V(1).Info("partition applied", "partition", a.partition.String(), "others", rd.writers)
 	return nil
+}
+
+// grantOf is the partitionGrant of a decision for a governed CloneSet: the
+// revision the decision moves Pods toward (the canary while there is one,
+// rolled out or aborted, else the stable revision) and how far. Without a
+// canary every Pod may run the stable revision: partition 0, and a new
+// update revision waits, unacknowledged, moving no Pod, until the Rollout
+// starts it.
+func grantOf(st *v1alpha1.RolloutStatus, partition intstr.IntOrString) *v1alpha1.PartitionGrant {
+	if st.CanaryRevision == "" {
+		return &v1alpha1.PartitionGrant{Revision: st.StableRevision, Partition: intstr.FromInt32(0)}
+	}
+	return &v1alpha1.PartitionGrant{Revision: st.CanaryRevision, Partition: partition}
 }

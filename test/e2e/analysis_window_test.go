@@ -9,8 +9,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
@@ -56,6 +60,10 @@ func testAnalysisWindows(t *testing.T, e *rolloutEnv) {
 			testGoodAfterBad(t, e, window)
 		})
 	}
+	t.Run("StatefulSetBadReleaseAbortedAtFirstStep", func(t *testing.T) {
+		t.Parallel()
+		testStatefulSetBadReleaseWindow(t, e)
+	})
 	t.Run("DocsQueryPromotesWithoutAPerson", func(t *testing.T) {
 		t.Parallel()
 		testDocsQuery(t, e)
@@ -195,6 +203,63 @@ func testDocsQuery(t *testing.T, e *rolloutEnv) {
 		g.Expect(m.Phase).To(Equal(stepwisev1.MeasurementSuccessful), "no inconclusive measurement: %+v", m)
 	}
 	g.Expect(s.rec.phases(g)).NotTo(ContainElement(string(stepwisev1.RolloutPaused)))
+}
+
+// A StatefulSet's canaries are recreated under the same names, so their
+// series carry the previous revision's traffic too: the same wait applies.
+func testStatefulSetBadReleaseWindow(t *testing.T, e *rolloutEnv) {
+	g := NewWithT(t)
+	ns := e.namespace(t, "stswin")
+	s := &story{e: e, t: t, ns: ns, rec: e.record(t, ns)}
+	labels := map[string]string{"app": "web"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](4), ServiceName: "web",
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: webImage("1.0.0")}}},
+			},
+		},
+	}
+	g.Expect(e.client.Create(t.Context(), sts)).To(Succeed())
+	stable := e.waitStatefulSet(t, ns, "web", func(g Gomega, sts *appsv1.StatefulSet) {
+		g.Expect(sts.Status.ReadyReplicas).To(BeEquivalentTo(4))
+		g.Expect(sts.Status.CurrentRevision).To(Equal(sts.Status.UpdateRevision))
+	}).Status.CurrentRevision
+	s.waitRates(4)
+	ro := &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: stepwisev1.RolloutSpec{
+		WorkloadRef: stepwisev1.WorkloadReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web"},
+		Steps:       []stepwisev1.RolloutStep{step("2", noPause), step("0", noPause)},
+		Analysis:    windowAnalysis(e.prom.URL(), strings.ReplaceAll(windowShapes["rate"], "%s", "30s")),
+	}}
+	g.Expect(e.client.Create(t.Context(), ro)).To(Succeed())
+	s.waitRollout("adopts the running revision", func(g Gomega, ro *stepwisev1.Rollout) {
+		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutHealthy))
+		g.Expect(ro.Status.StableRevision).To(Equal(stable))
+	})
+	time.Sleep(30 * time.Second) // the good revision's history fills the window
+
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &appsv1.StatefulSet{}
+		if err := e.client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, cur); err != nil {
+			return err
+		}
+		cur.Spec.Template.Spec.Containers[0].Image = webImage("1.1.0-bad")
+		return e.client.Update(t.Context(), cur)
+	})).To(Succeed())
+	aborted := s.waitFor("aborted at the first step", windowTimeout, func(g Gomega, ro *stepwisev1.Rollout) {
+		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutAborted))
+	})
+	g.Expect(aborted.Status.Reason).To(Equal(stepwisev1.ReasonAnalysisFailed), aborted.Status.Message)
+	g.Expect(aborted.Status.Message).To(ContainSubstring("aborted at step 1/2"))
+	ms := s.rec.measurements(g)
+	t.Logf("StatefulSet, measurements of the bad canary: %+v", ms)
+	g.Expect(ms).NotTo(BeEmpty())
+	g.Expect(ms[0].Phase).To(Equal(stepwisev1.MeasurementFailed), "the first measurement already sees the canary's errors: %+v", ms[0])
+	g.Expect(valueOf(g, ms[0])).To(BeNumerically(">", 0.15))
+	g.Expect(ms[0].Time.Time).To(BeTemporally(">=", aborted.Status.Analysis.CanaryReadyAt.Add(30*time.Second+windowMargin)))
 }
 
 // docsAnalysis reads the first example of docs/analysis.md, the one the

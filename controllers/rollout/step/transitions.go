@@ -48,6 +48,9 @@ func (d *decider) idle() {
 	s.Phase = v1alpha1.RolloutHealthy
 	s.Reason = v1alpha1.ReasonStable
 	s.Message = fmt.Sprintf("revision %s is stable; partition armed at 100%%", s.StableRevision)
+	if d.in.Governed {
+		s.Message = fmt.Sprintf("revision %s is stable; a new revision waits for this Rollout", s.StableRevision)
+	}
 	if d.paused() {
 		_, by := d.pauseReason()
 		s.Message += "; paused by " + by + ": a new revision will wait"

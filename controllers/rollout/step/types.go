@@ -164,6 +164,10 @@ type Input struct {
 	// VersionViolation says why the update revision breaks
 	// spec.versionPolicy; empty when it does not (or there is no policy).
 	VersionViolation string
+	// Governed is true when the workload takes its partition from the
+	// Rollout's grant (Stepwise's CloneSet): a new revision then waits
+	// unacknowledged rather than behind an armed partition.
+	Governed bool
 	// Downgrade is true when the update revision's version is lower than the
 	// stable revision's (spec.versionPolicy's container) and the downgrade is
 	// trusted: the revision was stable before (Status.PreviousStableRevisions)

@@ -402,7 +402,10 @@ func (s slowMeasurer) Measure(ctx context.Context, metric v1alpha1.Metric, _ str
 // A Prometheus that never answers holds the round no longer than the
 // interval, and the other metrics are measured alongside, not after it.
 func TestRunMeasuresDueMetricsTogetherUnderOneDeadline(t *testing.T) {
-	s := spec(func(a *v1alpha1.AnalysisSpec) { a.ScrapeMargin = dur(time.Second); a.Interval = dur(300 * time.Millisecond) },
+	s := spec(func(a *v1alpha1.AnalysisSpec) {
+		a.ScrapeMargin = dur(time.Second)
+		a.Interval = dur(300 * time.Millisecond)
+	},
 		metric("a", `sum(a)`), metric("b", `sum(b)`), metric("silent", `sum(c)`))
 	m := slowMeasurer{delay: map[string]time.Duration{"a": 100 * time.Millisecond, "b": 100 * time.Millisecond, "silent": time.Hour}}
 	in := input(s)

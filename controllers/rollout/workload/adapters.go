@@ -36,12 +36,31 @@ func (w *cloneSet) Observe(ctx context.Context) (Observation, error) {
 		UpdatedReadyReplicas: cs.Status.UpdatedReadyReplicas,
 		UpdateRevision:       cs.Status.UpdateRevision,
 		CurrentRevision:      cs.Status.CurrentRevision,
-		Partition:            cs.Spec.UpdateStrategy.Partition,
+		Partition:            governedPartition(cs.Status.Rollout),
 		Selector:             selector,
 		Images:               imagesOf(&cs.Spec.Template.Spec),
 		// It rolls updated Pods back in place when the partition rises.
 		RollsBack: true,
+		Governed:  true,
+		Acknowledged: func() string {
+			if cs.Status.Rollout == nil {
+				return ""
+			}
+			return cs.Status.Rollout.Revision
+		}(),
 	}, nil
+}
+
+// governedPartition is the partition a governed CloneSet applies, as its
+// status reports it; every Pod kept back before it reports one, since it
+// then moves none to a new revision.
+func governedPartition(gov *v1alpha1.CloneSetGovernor) *intstr.IntOrString {
+	if gov == nil {
+		p := intstr.FromString("100%")
+		return &p
+	}
+	p := gov.Partition
+	return &p
 }
 
 // kruiseCloneSet drives OpenKruise's CloneSet. Its partition and the status

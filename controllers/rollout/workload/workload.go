@@ -87,6 +87,14 @@ type Observation struct {
 	Selector labels.Selector
 	// Images of the current template, by container name.
 	Images map[string]string
+	// Governed is true for Stepwise's CloneSet, which takes its partition
+	// from the Rollout's status.partitionGrant rather than from a partition
+	// the Rollout writes: SetPartition is not called for it, and Partition
+	// is what the CloneSet reports it applies (status.rollout.partition).
+	Governed bool
+	// Acknowledged is, for a governed workload, the grant's revision it
+	// applies (status.rollout.revision).
+	Acknowledged string
 	// RollsBack is true when the workload moves Pods already updated back to
 	// its current revision by itself once the partition rises (Stepwise's
 	// CloneSet; OpenKruise's with its CloneSetPartitionRollback gate, which

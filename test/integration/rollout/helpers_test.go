@@ -160,6 +160,12 @@ func reportCloneSet(t *testing.T, ns, name string, f func(cs *stepwisev1.CloneSe
 		cs.Status.ObservedGeneration = cs.Generation
 		cs.Status.Replicas = *cs.Spec.Replicas
 		f(cs)
+		// What the CloneSet applies of its Rollout's grant, as it stands.
+		gov, err := governedPartition(testContext(t), cs, cs.Status.UpdateRevision)
+		if err != nil {
+			return err
+		}
+		cs.Status.Rollout = gov
 		return env.client.Status().Update(testContext(t), cs)
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
@@ -213,8 +219,20 @@ func autopilotOnce(ctx context.Context, ns, name string) error {
 		st.CurrentRevision = rev
 	}
 	st.UpdateRevision = rev
+	// Governed as the CloneSet controller is: the Rollout naming it (the
+	// claimant) decides the partition through its grant, and an update
+	// revision it has not acknowledged moves no Pod.
+	applied, err := governedPartition(ctx, cs, rev)
+	if err != nil {
+		return err
+	}
+	st.Rollout = applied
+	p := cs.Spec.UpdateStrategy.Partition
+	if applied != nil {
+		p = &applied.Partition
+	}
 	var partition int32
-	if p := cs.Spec.UpdateStrategy.Partition; p != nil {
+	if p != nil {
 		var err error
 		if partition, err = step.ResolvePartition(*p, replicas); err != nil {
 			return err
@@ -235,6 +253,33 @@ func autopilotOnce(ctx context.Context, ns, name string) error {
 	}
 	cs.Status = st
 	return env.client.Status().Update(ctx, cs)
+}
+
+// governedPartition is what the CloneSet applies of the Rollout governing
+// it; nil when none does.
+func governedPartition(ctx context.Context, cs *stepwisev1.CloneSet, rev string) (*stepwisev1.CloneSetGovernor, error) {
+	var list stepwisev1.RolloutList
+	if err := env.client.List(ctx, &list, client.InNamespace(cs.Namespace)); err != nil {
+		return nil, err
+	}
+	var naming []stepwisev1.Rollout
+	for _, ro := range list.Items {
+		if ro.Spec.WorkloadRef == cloneSetRef(cs.Name) {
+			naming = append(naming, ro)
+		}
+	}
+	ro := stepwisev1.Claimant(naming)
+	if ro == nil {
+		return nil, nil
+	}
+	gov := &stepwisev1.CloneSetGovernor{Name: ro.Name, Partition: intstr.FromString("100%")}
+	if g := ro.Status.PartitionGrant; g != nil {
+		gov.Revision = g.Revision
+		if g.Revision == rev {
+			gov.Partition = g.Partition
+		}
+	}
+	return gov, nil
 }
 
 func apiequalityStatus(a, b stepwisev1.CloneSetStatus) bool {
@@ -261,9 +306,24 @@ func storeRevision(ctx context.Context, cs *stepwisev1.CloneSet, rev string) err
 	return nil
 }
 
-// partitionOf reads a CloneSet's partition ("" when unset).
+// partitionOf is the partition decided for a CloneSet: its governing
+// Rollout's grant, else its spec's ("" when unset).
 func partitionOf(t *testing.T, ns, name string) string {
-	p := getCloneSet(t, ns, name).Spec.UpdateStrategy.Partition
+	cs := getCloneSet(t, ns, name)
+	var list stepwisev1.RolloutList
+	if err := env.client.List(testContext(t), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var naming []stepwisev1.Rollout
+	for _, ro := range list.Items {
+		if ro.Spec.WorkloadRef == cloneSetRef(name) {
+			naming = append(naming, ro)
+		}
+	}
+	if ro := stepwisev1.Claimant(naming); ro != nil && ro.Status.PartitionGrant != nil {
+		return ro.Status.PartitionGrant.Partition.String()
+	}
+	p := cs.Spec.UpdateStrategy.Partition
 	if p == nil {
 		return ""
 	}

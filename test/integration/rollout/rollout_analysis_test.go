@@ -45,8 +45,8 @@ func TestAnalysisPassPromotesStepByStepToHealthy(t *testing.T) {
 			t.Errorf("measurement %+v, want Successful with value 0.001", m)
 		}
 	}
-	if p := partitionOf(t, ns, "web"); p != "100%" {
-		t.Fatalf("partition = %s, want re-armed at 100%%", p)
+	if p := partitionOf(t, ns, "web"); p != "0" {
+		t.Fatalf("partition = %s, want the stable revision granted to every Pod (0)", p)
 	}
 	waitForEvent(t, ns, "web", stepwisev1.EventAnalysisPassed, "step 1/2")
 	waitForEvent(t, ns, "web", stepwisev1.EventAnalysisPassed, "step 2/2")

@@ -8,6 +8,9 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,10 +18,11 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 )
 
-// A GitOps tool that applies a manifest setting the partition fights the
-// controller: the Rollout names it in PartitionConflict and a Warning
-// Event, and takes the field back.
-func TestPartitionWrittenByAnotherFieldManagerIsReported(t *testing.T) {
+// A partition kept in git (applied by a GitOps tool at every sync) moves
+// no Pod of a CloneSet a Rollout governs: the CloneSet applies the
+// Rollout's grant, the Rollout never writes the CloneSet, and there is no
+// conflict to report.
+func TestPartitionInGitIsIgnoredByAGovernedCloneSet(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, true)
 	createRollout(t, newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%"), pauseForPromote()), stepAt(num(0))))
@@ -27,20 +31,92 @@ func TestPartitionWrittenByAnotherFieldManagerIsReported(t *testing.T) {
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		stepIs(g, ro, 0)
 		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
-		g.Expect(condition(ro, stepwisev1.PartitionConflictCondition)).To(BeNil())
 	})
 
-	// What kustomize-controller does with a manifest that sets partition: 100%.
+	// What kustomize-controller does with a manifest that keeps partition: 0.
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(workload.CloneSetGVK)
 	u.SetNamespace(ns)
 	u.SetName("web")
-	_ = unstructured.SetNestedField(u.Object, "100%", "spec", "updateStrategy", "partition")
+	_ = unstructured.SetNestedField(u.Object, int64(0), "spec", "updateStrategy", "partition")
+	if err := env.client.Apply(testContext(t), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("flux-kustomize"), client.ForceOwnership); err != nil {
+		t.Fatalf("applying partition as flux-kustomize: %v", err)
+	}
+	consistently(t, ns, "web", 2*time.Second, func(g Gomega, ro *stepwisev1.Rollout) {
+		stepIs(g, ro, 0)
+		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
+		g.Expect(condition(ro, stepwisev1.PartitionConflictCondition)).To(BeNil())
+		cs := getCloneSet(t, ns, "web")
+		g.Expect(cs.Status.Rollout).NotTo(BeNil())
+		g.Expect(cs.Status.Rollout.Partition.String()).To(Equal("50%"), "git's 0 is not applied")
+		g.Expect(cs.Status.UpdatedReplicas).To(BeEquivalentTo(5))
+	})
+
+	annotate(t, ns, "web", stepwisev1.PromoteAtAnnotation)
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		kstatusHealthy(g, ro)
+		g.Expect(ro.Status.StableRevision).To(Equal("web-2-0-0"))
+	})
+	cs := getCloneSet(t, ns, "web")
+	if got := managersOfPartition(cs, "spec", "updateStrategy", "partition"); !slices.Equal(got, []string{"flux-kustomize"}) {
+		t.Errorf("spec.updateStrategy.partition owned by %v, want git's tool only", got)
+	}
+	if n := len(events(t, ns, "web", stepwisev1.EventPartitionConflict)); n != 0 {
+		t.Errorf("%d PartitionConflict Events, want none", n)
+	}
+}
+
+// For a workload the Rollout does not govern (a StatefulSet, an OpenKruise
+// CloneSet), a GitOps tool that applies a manifest setting the partition
+// fights the controller: the Rollout names it in PartitionConflict and a
+// Warning Event, and takes the field back.
+func TestPartitionWrittenByAnotherFieldManagerIsReported(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	replicas := int32(4)
+	labels := map[string]string{"app": "db"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: image("1.0.0")}}},
+			},
+		},
+	}
+	if err := env.client.Create(testContext(t), sts); err != nil {
+		t.Fatalf("creating StatefulSet: %v", err)
+	}
+	reportStatefulSet(t, ns, "db", func(st *appsv1.StatefulSetStatus) {
+		st.UpdateRevision, st.CurrentRevision = "db-r1", "db-r1"
+		st.ReadyReplicas, st.UpdatedReplicas, st.CurrentReplicas = 4, 4, 4
+	})
+	startController(t, ns)
+	ref := stepwisev1.WorkloadReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
+	createRollout(t, newRollout(ns, "db", ref, stepAt(num(2), pauseForPromote()), stepAt(num(0))))
+	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
+	reportStatefulSet(t, ns, "db", func(st *appsv1.StatefulSetStatus) {
+		st.UpdateRevision, st.UpdatedReplicas, st.CurrentReplicas = "db-r2", 2, 2
+	})
+	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) {
+		stepIs(g, ro, 0)
+		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
+		g.Expect(condition(ro, stepwisev1.PartitionConflictCondition)).To(BeNil())
+	})
+
+	// What kustomize-controller does with a manifest that sets partition: 4.
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(workload.StatefulSetGVK)
+	u.SetNamespace(ns)
+	u.SetName("db")
+	_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "updateStrategy", "rollingUpdate", "partition")
 	if err := env.client.Apply(testContext(t), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("flux-kustomize"), client.ForceOwnership); err != nil {
 		t.Fatalf("applying partition as flux-kustomize: %v", err)
 	}
 
-	ro := eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+	ro := eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) {
 		c := condition(ro, stepwisev1.PartitionConflictCondition)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(BeEquivalentTo("True"))
@@ -48,34 +124,22 @@ func TestPartitionWrittenByAnotherFieldManagerIsReported(t *testing.T) {
 		g.Expect(c.Message).To(ContainSubstring(`"flux-kustomize"`))
 	})
 	msg := condition(ro, stepwisev1.PartitionConflictCondition).Message
-	for _, fix := range []string{"remove the partition from the manifest in git", "ignoreDifferences", "/spec/updateStrategy/partition"} {
+	for _, fix := range []string{"remove the partition from the manifest in git", "ignoreDifferences", "/spec/updateStrategy/rollingUpdate/partition"} {
 		if !strings.Contains(msg, fix) {
 			t.Errorf("condition message %q does not tell the fix %q", msg, fix)
 		}
 	}
-	waitForEvent(t, ns, "web", stepwisev1.EventPartitionConflict, `"flux-kustomize"`)
+	waitForEvent(t, ns, "db", stepwisev1.EventPartitionConflict, `"flux-kustomize"`)
 
-	// The controller took the field back, and the rollout goes on.
+	// The controller took the field back.
 	NewWithT(t).Eventually(func(g Gomega) {
-		cs := getCloneSet(t, ns, "web")
-		g.Expect(cs.Spec.UpdateStrategy.Partition.String()).To(Equal("50%"))
-		g.Expect(managersOfPartition(cs, "spec", "updateStrategy", "partition")).To(Equal([]string{workload.FieldManager}))
+		got := getStatefulSet(t, ns, "db")
+		g.Expect(*got.Spec.UpdateStrategy.RollingUpdate.Partition).To(BeEquivalentTo(2))
+		g.Expect(managersOfPartition(got, "spec", "updateStrategy", "rollingUpdate", "partition")).To(Equal([]string{workload.FieldManager}))
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
-	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
-		stepIs(g, ro, 0)
-		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
-	})
-	if n := len(events(t, ns, "web", stepwisev1.EventPartitionConflict)); n != 1 {
+	if n := len(events(t, ns, "db", stepwisev1.EventPartitionConflict)); n != 1 {
 		t.Errorf("%d PartitionConflict Events, want 1 for one conflicting write", n)
 	}
-
-	// The conflict is kept on show for the rest of the rollout, and dropped
-	// once it completed without another fight.
-	annotate(t, ns, "web", stepwisev1.PromoteAtAnnotation)
-	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
-		kstatusHealthy(g, ro)
-		g.Expect(condition(ro, stepwisev1.PartitionConflictCondition)).To(BeNil())
-	})
 }
 
 // spec.paused (the git way to pause) holds a new revision with no Pod

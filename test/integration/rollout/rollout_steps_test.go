@@ -30,7 +30,7 @@ func setup(t *testing.T, auto bool) string {
 	return ns
 }
 
-func TestIdleRolloutArmsThePartitionAtFullWithItsFieldManager(t *testing.T) {
+func TestIdleRolloutGrantsTheStableRevisionAndNeverWritesTheCloneSet(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, true)
 	createRollout(t, newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%"), pauseForPromote()), stepAt(num(0))))
@@ -39,16 +39,22 @@ func TestIdleRolloutArmsThePartitionAtFullWithItsFieldManager(t *testing.T) {
 		kstatusHealthy(g, ro)
 		g.Expect(ro.Status.StableRevision).To(Equal("web-1-0-0"))
 		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonStable))
+		g.Expect(ro.Status.Message).To(Equal("revision web-1-0-0 is stable; a new revision waits for this Rollout"))
 	})
 	if c := condition(ro, meta.ReadyCondition); c.Reason != stepwisev1.ReasonStable {
 		t.Errorf("Ready reason = %q, want %q", c.Reason, stepwisev1.ReasonStable)
 	}
-	cs := getCloneSet(t, ns, "web")
-	if p := cs.Spec.UpdateStrategy.Partition; p == nil || p.String() != "100%" {
-		t.Fatalf("partition = %v, want 100%%", p)
+	if g := ro.Status.PartitionGrant; g == nil || g.Revision != "web-1-0-0" || g.Partition.String() != "0" {
+		t.Fatalf("partitionGrant = %+v, want every Pod on web-1-0-0", g)
 	}
-	if got := managersOfPartition(cs, "spec", "updateStrategy", "partition"); len(got) != 1 || got[0] != workload.FieldManager {
-		t.Errorf("partition owned by %v, want only %q", got, workload.FieldManager)
+	cs := getCloneSet(t, ns, "web")
+	if p := cs.Spec.UpdateStrategy.Partition; p != nil {
+		t.Errorf("spec.updateStrategy.partition = %s, want it left to git (unset)", p.String())
+	}
+	for _, m := range cs.ManagedFields {
+		if m.Manager == workload.FieldManager && m.Subresource == "" {
+			t.Errorf("the Rollout's field manager %q wrote the CloneSet's spec: %s", workload.FieldManager, m.FieldsV1.Raw)
+		}
 	}
 }
 
@@ -113,8 +119,8 @@ func TestNewRevisionStartsStepZeroAndTheGateWaitsForUpdatedReadyPods(t *testing.
 		g.Expect(ro.Status.CanaryRevision).To(BeEmpty())
 		g.Expect(ro.Status.CurrentStepIndex).To(BeNil())
 	})
-	if p := partitionOf(t, ns, "web"); p != "100%" {
-		t.Fatalf("partition = %s, want re-armed at 100%%", p)
+	if p := partitionOf(t, ns, "web"); p != "0" {
+		t.Fatalf("partition = %s, want the stable revision granted to every Pod (0)", p)
 	}
 }
 
@@ -141,8 +147,8 @@ func TestTimedPauseRequeuesAndContinues(t *testing.T) {
 	if at := completed.EventTime.Time; at.Sub(ready) < 2*time.Second-time.Second/2 {
 		t.Errorf("completed %s after the step was ready, before the 2s pause ended", at.Sub(ready))
 	}
-	if p := partitionOf(t, ns, "web"); p != "100%" {
-		t.Fatalf("partition = %s, want re-armed at 100%%", p)
+	if p := partitionOf(t, ns, "web"); p != "0" {
+		t.Fatalf("partition = %s, want the stable revision granted to every Pod (0)", p)
 	}
 }
 
@@ -199,8 +205,8 @@ func TestRevertToStableTakesTheFastPath(t *testing.T) {
 	if n := env.prom.count(ns); n != 0 {
 		t.Errorf("%d queries, want none: a rollback is not analysed", n)
 	}
-	if p := partitionOf(t, ns, "web"); p != "100%" {
-		t.Fatalf("partition = %s, want re-armed at 100%%", p)
+	if p := partitionOf(t, ns, "web"); p != "0" {
+		t.Fatalf("partition = %s, want the stable revision granted to every Pod (0)", p)
 	}
 }
 

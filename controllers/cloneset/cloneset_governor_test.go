@@ -1,0 +1,94 @@
+package cloneset
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+)
+
+func TestGovernance(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	rollout := func(name, target string, age time.Duration, grant *stepwisev1.PartitionGrant) stepwisev1.Rollout {
+		return stepwisev1.Rollout{
+			ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(-age))},
+			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{
+				APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: target}},
+			Status: stepwisev1.RolloutStatus{PartitionGrant: grant},
+		}
+	}
+	grant := func(rev, p string) *stepwisev1.PartitionGrant {
+		return &stepwisev1.PartitionGrant{Revision: rev, Partition: intstr.Parse(p)}
+	}
+	spec := intstr.FromInt32(0)
+	tests := []struct {
+		name      string
+		rollouts  []stepwisev1.Rollout
+		previous  *stepwisev1.CloneSetGovernor
+		update    string
+		want      string // the partition applied
+		governor  string
+		reconcile bool   // Reconciling while the revision waits
+		condition string // the Governed condition's reason, "" when none
+	}{
+		{name: "no Rollout: the spec's partition", update: "web-2", want: "0"},
+		{name: "a Rollout of another CloneSet does not govern", rollouts: []stepwisev1.Rollout{rollout("api", "api", time.Hour, grant("web-2", "0"))},
+			update: "web-2", want: "0"},
+		{name: "the grant for the update revision applies, whatever the spec says", rollouts: []stepwisev1.Rollout{rollout("web", "web", time.Hour, grant("web-2", "60%"))},
+			update: "web-2", want: "60%", governor: "web", condition: stepwisev1.ReasonGovernedByRollout},
+		{name: "an update revision not acknowledged moves no Pod", rollouts: []stepwisev1.Rollout{rollout("web", "web", time.Hour, grant("web-1", "0"))},
+			update: "web-2", want: "100%", governor: "web", reconcile: true, condition: stepwisev1.ReasonGovernedByRollout},
+		{name: "before the Rollout's first decision no Pod moves", rollouts: []stepwisev1.Rollout{rollout("web", "web", time.Hour, nil)},
+			update: "web-1", want: "100%", governor: "web", reconcile: true, condition: stepwisev1.ReasonGovernedByRollout},
+		{name: "an abort keeps every Pod back on the canary's grant", rollouts: []stepwisev1.Rollout{rollout("web", "web", time.Hour, grant("web-2", "100%"))},
+			update: "web-2", want: "100%", governor: "web", condition: stepwisev1.ReasonGovernedByRollout},
+		{name: "of two Rollouts the older governs", rollouts: []stepwisev1.Rollout{
+			rollout("young", "web", time.Minute, grant("web-2", "0")), rollout("old", "web", time.Hour, grant("web-2", "50%"))},
+			update: "web-2", want: "50%", governor: "old", condition: stepwisev1.ReasonGovernedByRollout},
+		{name: "a Rollout gone gives the spec's partition back, and says so", previous: &stepwisev1.CloneSetGovernor{Name: "web", Revision: "web-2", Partition: intstr.FromString("60%")},
+			update: "web-2", want: "0", condition: stepwisev1.ReasonRolloutGone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := &stepwisev1.CloneSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 3}}
+			cs.Spec.UpdateStrategy.Partition = &spec
+			cs.Status.Rollout = tt.previous
+			g := governanceOf(cs, tt.rollouts)
+			if got := g.partition(&spec, tt.update); got.String() != tt.want {
+				t.Errorf("partition %s, want %s", got.String(), tt.want)
+			}
+			gov := g.governor(tt.update)
+			if got := ""; gov != nil {
+				got = gov.Name
+				if got != tt.governor {
+					t.Errorf("governor %q, want %q", got, tt.governor)
+				}
+				if gov.Partition.String() != tt.want {
+					t.Errorf("status.rollout.partition %s, want %s", gov.Partition.String(), tt.want)
+				}
+			} else if tt.governor != "" {
+				t.Errorf("no governor, want %q", tt.governor)
+			}
+			if got := g.awaiting(tt.update) != ""; got != tt.reconcile {
+				t.Errorf("awaiting %q, want it %v", g.awaiting(tt.update), tt.reconcile)
+			}
+			status := stepwisev1.CloneSetStatus{UpdateRevision: tt.update}
+			g.setGovernedCondition(&status, &spec, cs.Generation)
+			c := apimeta.FindStatusCondition(status.Conditions, stepwisev1.GovernedCondition)
+			switch {
+			case tt.condition == "" && c != nil:
+				t.Errorf("Governed condition %+v, want none", c)
+			case tt.condition != "" && (c == nil || c.Reason != tt.condition):
+				t.Errorf("Governed condition %+v, want reason %s", c, tt.condition)
+			case c != nil && tt.governor != "" && !strings.Contains(c.Message, "Rollout "+tt.governor+" decides how far Pods move") ||
+				c != nil && !strings.Contains(c.Message, "spec.updateStrategy.partition (0)"):
+				t.Errorf("Governed message %q", c.Message)
+			}
+		})
+	}
+}
