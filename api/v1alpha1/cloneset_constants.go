@@ -55,6 +55,13 @@ const (
 	ReasonCreateFailed      = "CreateFailed"
 	ReasonDeleteFailed      = "DeleteFailed"
 	ReasonCorruptedState    = "CorruptedInPlaceState"
+
+	// ReasonLifecycleHook is the reason of a Pod's InPlaceUpdateReady=False
+	// while a lifecycle hook with markPodNotReady holds it (PreparingUpdate
+	// or PreparingDelete). The in-place engine turns only its own reason
+	// back to True; the CloneSet controller lifts this one when the Pod
+	// leaves the Preparing state.
+	ReasonLifecycleHook = "LifecycleHook"
 )
 
 // Event reasons on a CloneSet.
@@ -68,4 +75,7 @@ const (
 	EventSuccessfulUpdatePodReCreate = "SuccessfulUpdatePodReCreate"
 	EventUpdateBlocked               = "UpdateBlocked"
 	EventCorruptedInPlaceState       = "CorruptedInPlaceState"
+	// EventLifecycleHook: a Pod entered a Preparing state and waits for its
+	// hook, or left PreparingUpdate because no update wants it any more.
+	EventLifecycleHook = "LifecycleHook"
 )
