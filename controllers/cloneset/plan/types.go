@@ -34,7 +34,9 @@ type Pod struct {
 	// unavailable until its replacement is available.
 	Terminating bool
 	// Updating: an in-place update of this Pod is in progress. It counts as
-	// unavailable and is never planned again until it completes.
+	// unavailable, so moving it again (to a newer template, or back when the
+	// partition rises) costs no budget, and the planner may do so before
+	// the update completes: a Pod whose new image never starts is not stuck.
 	Updating bool
 	// Held: the Pod waits in lifecycle state PreparingUpdate, taken aside
 	// by its inPlaceUpdate hook for a move that has not started. Such a
