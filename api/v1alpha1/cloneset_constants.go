@@ -78,4 +78,13 @@ const (
 	// EventLifecycleHook: a Pod entered a Preparing state and waits for its
 	// hook, or left PreparingUpdate because no update wants it any more.
 	EventLifecycleHook = "LifecycleHook"
+	// EventInvalidSpec: the selector is missing, invalid, empty, or does not
+	// match the template's labels; nothing is done until the spec changes.
+	EventInvalidSpec = "InvalidSpec"
+	// EventNewRevision: the template changed, so the update revision did.
+	EventNewRevision = "NewRevision"
+	// EventUpdateComplete: every Pod runs the update revision.
+	EventUpdateComplete = "UpdateComplete"
+	// EventReady: the CloneSet became Ready.
+	EventReady = "Ready"
 )
