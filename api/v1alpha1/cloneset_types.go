@@ -97,7 +97,8 @@ type CloneSetScaleStrategy struct {
 	PodsToDelete []string `json:"podsToDelete,omitempty"`
 
 	// MaxUnavailable limits scale-up: no new Pod is created while this many
-	// Pods are unavailable. Unset means no limit.
+	// Pods are unavailable. Unset means no limit; 0 reads as 1, one new Pod
+	// at a time, since every new Pod starts unavailable.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.scaleStrategy.maxUnavailable must be a non-negative integer or a percent from 0% to 100%"
@@ -135,8 +136,10 @@ type CloneSetUpdateStrategy struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.partition must be a non-negative integer or a percent from 0% to 100%"
 	Partition *intstr.IntOrString `json:"partition,omitempty"`
 
-	// MaxUnavailable is how many Pods (or what percent, rounded down, at
-	// least 1) may be unavailable during an update. Defaults to 20%.
+	// MaxUnavailable is how many Pods (or what percent, rounded down) may be
+	// unavailable during an update. Defaults to 20%. When it and maxSurge
+	// both come to 0, 1 is used, so that an update can move at all.
+	// (OpenKruise rounds a percent up when maxSurge is 0.)
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.maxUnavailable must be a non-negative integer or a percent from 0% to 100%"
