@@ -69,6 +69,13 @@ const (
 	// ReasonRolloutGone: the Rollout that governed the CloneSet no longer
 	// exists (or no longer names it).
 	ReasonRolloutGone = "RolloutGone"
+
+	// ReasonLifecycleHook is the reason of a Pod's InPlaceUpdateReady=False
+	// while a lifecycle hook with markPodNotReady holds it (PreparingUpdate
+	// or PreparingDelete). The in-place engine turns only its own reason
+	// back to True; the CloneSet controller lifts this one when the Pod
+	// leaves the Preparing state.
+	ReasonLifecycleHook = "LifecycleHook"
 )
 
 // Event reasons on a CloneSet.
@@ -86,4 +93,16 @@ const (
 	EventGoverned = "Governed"
 	// EventReleased: no Rollout governs any more; the spec's partition applies.
 	EventReleased = "Released"
+	// EventLifecycleHook: a Pod entered a Preparing state and waits for its
+	// hook, or left PreparingUpdate because no update wants it any more.
+	EventLifecycleHook = "LifecycleHook"
+	// EventInvalidSpec: the selector is missing, invalid, empty, or does not
+	// match the template's labels; nothing is done until the spec changes.
+	EventInvalidSpec = "InvalidSpec"
+	// EventNewRevision: the template changed, so the update revision did.
+	EventNewRevision = "NewRevision"
+	// EventUpdateComplete: every Pod runs the update revision.
+	EventUpdateComplete = "UpdateComplete"
+	// EventReady: the CloneSet became Ready.
+	EventReady = "Ready"
 )

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -21,8 +22,16 @@ const (
 	InPlaceOnlyCloneSetUpdateStrategyType CloneSetUpdateStrategyType = "InPlaceOnly"
 )
 
+// OpenKruise's CloneSet fields that Stepwise does not implement are declared
+// below (as Unsupported* fields) only so that the API server refuses a
+// manifest carrying them, with a message naming the field: left out of the
+// schema they would be pruned silently, and the workload would run without
+// what the manifest asked for. Each rule allows the field to be absent only.
+
 // CloneSetSpec is the desired state of a CloneSet.
 // +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.type) || self.updateStrategy.type != 'InPlaceOnly' || !has(self.updateStrategy.maxSurge) || self.updateStrategy.maxSurge == 0 || self.updateStrategy.maxSurge == '0%'",message="spec.updateStrategy.maxSurge must be 0 when spec.updateStrategy.type is InPlaceOnly"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumeClaimTemplates)",fieldPath=".volumeClaimTemplates",message="spec.volumeClaimTemplates is not supported by stepwise.dev CloneSet: it creates no PersistentVolumeClaims per Pod; remove it, or keep this workload on OpenKruise (a Rollout can drive an apps.kruise.io CloneSet)"
+// +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds)",fieldPath=".progressDeadlineSeconds",message="spec.progressDeadlineSeconds is not supported by stepwise.dev CloneSet: it sets no ProgressDeadlineExceeded condition; remove it (a Rollout's spec.progressDeadlineSeconds aborts a release that makes no progress)"
 type CloneSetSpec struct {
 	// Replicas is the desired number of Pods. Defaults to 1.
 	// +optional
@@ -64,9 +73,22 @@ type CloneSetSpec struct {
 	// deleted or updated in place.
 	// +optional
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+
+	// UnsupportedVolumeClaimTemplates is OpenKruise's volumeClaimTemplates.
+	// Not supported: the API server refuses it.
+	// +optional
+	UnsupportedVolumeClaimTemplates []runtime.RawExtension `json:"volumeClaimTemplates,omitempty"`
+
+	// UnsupportedProgressDeadlineSeconds is OpenKruise's
+	// progressDeadlineSeconds. Not supported: the API server refuses it.
+	// +optional
+	UnsupportedProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 }
 
 // CloneSetScaleStrategy says how a CloneSet scales.
+// +kubebuilder:validation:XValidation:rule="!has(self.disablePVCReuse)",fieldPath=".disablePVCReuse",message="spec.scaleStrategy.disablePVCReuse is not supported by stepwise.dev CloneSet: it creates no PersistentVolumeClaims, so there is none to reuse; remove it"
+// +kubebuilder:validation:XValidation:rule="!has(self.enablePVCReuse)",fieldPath=".enablePVCReuse",message="spec.scaleStrategy.enablePVCReuse is OpenKruise apps.kruise.io/v1beta1 and not supported by stepwise.dev CloneSet, which creates no PersistentVolumeClaims; remove it"
+// +kubebuilder:validation:XValidation:rule="!has(self.excludePreparingDelete)",fieldPath=".excludePreparingDelete",message="spec.scaleStrategy.excludePreparingDelete is OpenKruise apps.kruise.io/v1beta1 and not supported by stepwise.dev CloneSet; remove it: a Pod in PreparingDelete never counts toward replicas here, as if it were true"
 type CloneSetScaleStrategy struct {
 	// PodsToDelete names Pods to delete first. When replicas stays the same a
 	// replacement is created; when replicas is lowered with it, these go first.
@@ -75,14 +97,31 @@ type CloneSetScaleStrategy struct {
 	PodsToDelete []string `json:"podsToDelete,omitempty"`
 
 	// MaxUnavailable limits scale-up: no new Pod is created while this many
-	// Pods are unavailable. Unset means no limit.
+	// Pods are unavailable. Unset means no limit; 0 reads as 1, one new Pod
+	// at a time, since every new Pod starts unavailable.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.scaleStrategy.maxUnavailable must be a non-negative integer or a percent from 0% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// UnsupportedDisablePVCReuse is OpenKruise's disablePVCReuse. Not
+	// supported: the API server refuses it.
+	// +optional
+	UnsupportedDisablePVCReuse *bool `json:"disablePVCReuse,omitempty"`
+
+	// UnsupportedEnablePVCReuse is OpenKruise v1beta1's enablePVCReuse. Not
+	// supported: the API server refuses it.
+	// +optional
+	UnsupportedEnablePVCReuse *bool `json:"enablePVCReuse,omitempty"`
+
+	// UnsupportedExcludePreparingDelete is OpenKruise v1beta1's
+	// excludePreparingDelete. Not supported: the API server refuses it.
+	// +optional
+	UnsupportedExcludePreparingDelete *bool `json:"excludePreparingDelete,omitempty"`
 }
 
 // CloneSetUpdateStrategy says how Pods move to a new revision.
+// +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate)",fieldPath=".rollingUpdate",message="spec.updateStrategy.rollingUpdate is OpenKruise apps.kruise.io/v1beta1; stepwise.dev CloneSet follows apps.kruise.io/v1alpha1: move its fields up into spec.updateStrategy, and its podUpdatePolicy to spec.updateStrategy.type"
 type CloneSetUpdateStrategy struct {
 	// Type is ReCreate (default), InPlaceIfPossible or InPlaceOnly.
 	// +optional
@@ -97,8 +136,10 @@ type CloneSetUpdateStrategy struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.partition must be a non-negative integer or a percent from 0% to 100%"
 	Partition *intstr.IntOrString `json:"partition,omitempty"`
 
-	// MaxUnavailable is how many Pods (or what percent, rounded down, at
-	// least 1) may be unavailable during an update. Defaults to 20%.
+	// MaxUnavailable is how many Pods (or what percent, rounded down) may be
+	// unavailable during an update. Defaults to 20%. When it and maxSurge
+	// both come to 0, 1 is used, so that an update can move at all.
+	// (OpenKruise rounds a percent up when maxSurge is 0.)
 	// +optional
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.maxUnavailable must be a non-negative integer or a percent from 0% to 100%"
@@ -127,6 +168,14 @@ type CloneSetUpdateStrategy struct {
 	// InPlaceUpdateStrategy tunes in-place updates.
 	// +optional
 	InPlaceUpdateStrategy *InPlaceUpdateStrategy `json:"inPlaceUpdateStrategy,omitempty"`
+
+	// UnsupportedRollingUpdate is OpenKruise v1beta1's rollingUpdate. Not
+	// supported: the API server refuses it.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	UnsupportedRollingUpdate *runtime.RawExtension `json:"rollingUpdate,omitempty"`
 }
 
 // UpdatePriorityStrategy orders Pods for update. Only one of its fields may be set.
@@ -171,6 +220,9 @@ type UpdateScatterTerm struct {
 }
 
 // InPlaceUpdateStrategy tunes in-place updates.
+// +kubebuilder:validation:XValidation:rule="!has(self.imagePreDownloadParallelism)",fieldPath=".imagePreDownloadParallelism",message="spec.updateStrategy.inPlaceUpdateStrategy.imagePreDownloadParallelism is not supported by stepwise.dev CloneSet: it does not pre-download images; remove it"
+// +kubebuilder:validation:XValidation:rule="!has(self.imagePreDownloadTimeoutSeconds)",fieldPath=".imagePreDownloadTimeoutSeconds",message="spec.updateStrategy.inPlaceUpdateStrategy.imagePreDownloadTimeoutSeconds is not supported by stepwise.dev CloneSet: it does not pre-download images; remove it"
+// +kubebuilder:validation:XValidation:rule="!has(self.imagePreDownloadMinUpdatedReadyPods)",fieldPath=".imagePreDownloadMinUpdatedReadyPods",message="spec.updateStrategy.inPlaceUpdateStrategy.imagePreDownloadMinUpdatedReadyPods is not supported by stepwise.dev CloneSet: it does not pre-download images; remove it"
 type InPlaceUpdateStrategy struct {
 	// GracePeriodSeconds is the time between taking a Pod out of service
 	// (InPlaceUpdateReady=False) and changing its images, so endpoints drain first.
@@ -184,9 +236,25 @@ type InPlaceUpdateStrategy struct {
 	// Use it to update a sidecar before (or after) the app container.
 	// +optional
 	ContainerBatches [][]string `json:"containerBatches,omitempty"`
+
+	// UnsupportedImagePreDownloadParallelism is OpenKruise's
+	// imagePreDownloadParallelism. Not supported: the API server refuses it.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	UnsupportedImagePreDownloadParallelism *intstr.IntOrString `json:"imagePreDownloadParallelism,omitempty"`
+	// UnsupportedImagePreDownloadTimeoutSeconds is OpenKruise's
+	// imagePreDownloadTimeoutSeconds. Not supported: the API server refuses it.
+	// +optional
+	UnsupportedImagePreDownloadTimeoutSeconds *int32 `json:"imagePreDownloadTimeoutSeconds,omitempty"`
+	// UnsupportedImagePreDownloadMinUpdatedReadyPods is OpenKruise's
+	// imagePreDownloadMinUpdatedReadyPods. Not supported: the API server
+	// refuses it.
+	// +optional
+	UnsupportedImagePreDownloadMinUpdatedReadyPods *int32 `json:"imagePreDownloadMinUpdatedReadyPods,omitempty"`
 }
 
 // Lifecycle holds hooks run before a Pod is deleted or updated in place.
+// +kubebuilder:validation:XValidation:rule="!has(self.preNormal)",fieldPath=".preNormal",message="spec.lifecycle.preNormal is not supported by stepwise.dev CloneSet: new Pods are Normal at once, with no PreparingNormal state; remove it"
 type Lifecycle struct {
 	// PreDelete holds a Pod in state PreparingDelete until its hook is released.
 	// +optional
@@ -194,17 +262,25 @@ type Lifecycle struct {
 	// InPlaceUpdate holds a Pod in state PreparingUpdate until its hook is released.
 	// +optional
 	InPlaceUpdate *LifecycleHook `json:"inPlaceUpdate,omitempty"`
+	// UnsupportedPreNormal is OpenKruise's preNormal hook. Not supported:
+	// the API server refuses it.
+	// +optional
+	UnsupportedPreNormal *LifecycleHook `json:"preNormal,omitempty"`
 }
 
 // LifecycleHook says what marks a Pod as hooked: while every label in
-// LabelsHandler is present, or any finalizer in FinalizersHandler, another
-// controller still has work to do and the CloneSet waits.
+// LabelsHandler and every finalizer in FinalizersHandler is present, another
+// controller still has work to do and the CloneSet waits. (OpenKruise holds a
+// Pod while any one of them is present; with a single label or finalizer,
+// the two agree.) A hook that names neither holds no Pod.
 type LifecycleHook struct {
 	// +optional
 	LabelsHandler map[string]string `json:"labelsHandler,omitempty"`
 	// +optional
 	FinalizersHandler []string `json:"finalizersHandler,omitempty"`
-	// MarkPodNotReady sets InPlaceUpdateReady=False when the Pod enters the hook.
+	// MarkPodNotReady sets InPlaceUpdateReady=False (reason LifecycleHook)
+	// when the Pod enters PreparingUpdate or PreparingDelete, and True again
+	// once it leaves PreparingUpdate: its update done, or called off.
 	// +optional
 	MarkPodNotReady bool `json:"markPodNotReady,omitempty"`
 }

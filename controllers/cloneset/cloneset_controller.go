@@ -112,7 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	selector, problem := validateSelector(cs)
 	if problem != "" {
 		round.findings.invalidSpec = problem
-		r.event(cs, corev1.EventTypeWarning, "InvalidSpec", problem)
+		r.event(cs, corev1.EventTypeWarning, stepwisev1.EventInvalidSpec, problem)
 		// Nothing will change until the spec does: no requeue.
 		return ctrl.Result{}, nil
 	}

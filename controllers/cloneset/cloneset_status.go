@@ -179,10 +179,10 @@ func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet,
 func (r *Reconciler) emitStatusEvents(before *stepwisev1.CloneSet, after *stepwisev1.CloneSetStatus) {
 	cs := before
 	if before.Status.UpdateRevision != "" && after.UpdateRevision != before.Status.UpdateRevision {
-		r.event(cs, corev1.EventTypeNormal, "NewRevision", fmt.Sprintf("template changed: update revision is now %s (current %s)", after.UpdateRevision, after.CurrentRevision))
+		r.event(cs, corev1.EventTypeNormal, stepwisev1.EventNewRevision, fmt.Sprintf("template changed: update revision is now %s (current %s)", after.UpdateRevision, after.CurrentRevision))
 	}
 	if after.CurrentRevision != before.Status.CurrentRevision && before.Status.CurrentRevision != "" && after.CurrentRevision == after.UpdateRevision {
-		r.event(cs, corev1.EventTypeNormal, "UpdateComplete", fmt.Sprintf("every Pod runs revision %s", after.CurrentRevision))
+		r.event(cs, corev1.EventTypeNormal, stepwisev1.EventUpdateComplete, fmt.Sprintf("every Pod runs revision %s", after.CurrentRevision))
 	}
 	// FailedUpdate and scale failures get their Event where they happen;
 	// a blocked budget is only found here.
@@ -200,6 +200,6 @@ func (r *Reconciler) emitStatusEvents(before *stepwisev1.CloneSet, after *stepwi
 	wasReady := apimeta.IsStatusConditionTrue(before.Status.Conditions, meta.ReadyCondition)
 	nowReady := apimeta.IsStatusConditionTrue(after.Conditions, meta.ReadyCondition)
 	if nowReady && !wasReady {
-		r.event(cs, corev1.EventTypeNormal, "Ready", apimeta.FindStatusCondition(after.Conditions, meta.ReadyCondition).Message)
+		r.event(cs, corev1.EventTypeNormal, stepwisev1.EventReady, apimeta.FindStatusCondition(after.Conditions, meta.ReadyCondition).Message)
 	}
 }

@@ -21,7 +21,8 @@ import (
 )
 
 // sync is the update path, in order: refresh in-place updates, compute the
-// plan, then create, delete and move Pods. It returns when to look again
+// plan, move Pods along their lifecycle hooks, then create, delete and move
+// Pods. It returns when to look again
 // for time-driven work (grace periods, minReadySeconds); everything else
 // arrives as watch events.
 func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration, error) {
@@ -40,13 +41,12 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 		requeue.at(delay)
 	}
 
-	if err := r.syncLifecycle(ctx, round, key); err != nil {
-		return 0, err
-	}
-
 	input := r.planInput(cs, round)
 	p := plan.Calculate(input)
 	round.expectedUpdated = p.ExpectedUpdatedReplicas
+	if err := r.syncLifecycle(ctx, round, key, p.Release); err != nil {
+		return 0, err
+	}
 	if p.Blocked != nil {
 		// A Pod created or restarted a moment ago is not ready either; only
 		// a blocker that stays unready is worth a condition and an Event.
@@ -128,6 +128,7 @@ func (r *Reconciler) planInput(cs *stepwisev1.CloneSet, round *syncRound) plan.I
 			Terminating: pod.DeletionTimestamp != nil || lifecycleState(pod) == stepwisev1.LifecycleStatePreparingDelete,
 			Updating: inplace.IsUpdating(pod) ||
 				(lifecycleState(pod) == stepwisev1.LifecycleStatePreparingUpdate && hooked(pod, inPlaceUpdateHook(cs))),
+			Held:            lifecycleState(pod) == stepwisev1.LifecycleStatePreparingUpdate,
 			SpecifiedDelete: toDelete[pod.Name] || pod.Labels[stepwisev1.SpecifiedDeleteLabel] == "true",
 			Labels:          pod.Labels,
 		})
@@ -300,15 +301,6 @@ func (r *Reconciler) refreshPod(ctx context.Context, round *syncRound, key types
 		r.Metrics.InPlaceUpdatesSucceeded.WithLabelValues(cs.Namespace, cs.Name).Inc()
 		if !startedAt.IsZero() {
 			r.Metrics.InPlaceUpdateDuration.WithLabelValues(cs.Namespace, cs.Name).Observe(round.now.Sub(startedAt).Seconds())
-		}
-		if inPlaceUpdateHook(cs) != nil && lifecycleState(pod) == stepwisev1.LifecycleStateUpdating {
-			latest := pod
-			if res.Pod != nil {
-				latest = res.Pod
-			}
-			if _, err := r.setLifecycleState(ctx, key, latest, stepwisev1.LifecycleStateUpdated); err != nil {
-				return 0, err
-			}
 		}
 	}
 	return res.Delay, nil

@@ -29,7 +29,9 @@ type Action struct {
 // Actions are the manual requests, in the order the help lists them.
 func Actions() []Action {
 	return []Action{
-		{"promote", stepwisev1.PromoteAtAnnotation, "skips the rest of the current step (its pause and analysis) once the workload gate has passed"},
+		{"promote", stepwisev1.PromoteAtAnnotation, "ends one stage of the current step once its workload gate has passed: " +
+			"a running pause, or else the analysis (running or inconclusive), so a step with both needs a second promote to skip its analysis; " +
+			"a promote sent before the gate, or while paused by a request or spec.paused, is ignored"},
 		{"abort", stepwisev1.AbortAtAnnotation, "aborts the rollout in progress: partition back to 100%, phase Aborted"},
 		{"retry", stepwisev1.RetryAtAnnotation, "starts an aborted rollout again from step 1 with the same canary revision, or reruns an inconclusive analysis"},
 		{"pause", stepwisev1.PauseAtAnnotation, "holds forward progress until a resume (rollbacks and aborts still happen)"},

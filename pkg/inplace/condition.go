@@ -94,7 +94,8 @@ func outOfServiceSince(pod *corev1.Pod, now time.Time) time.Time {
 // IsUpdating reports whether an in-place update of the Pod is in progress
 // (or its record is unreadable): the Pod is waiting for a grace period, has
 // batches to patch, or is held out of service by the engine. The controller
-// counts such Pods as unavailable and does not start another update on them.
+// counts such Pods as unavailable. Update may still retarget one (a newer
+// revision, or a rollback): the update in progress is merged, not dropped.
 func IsUpdating(pod *corev1.Pod) bool {
 	if heldByEngine(pod) {
 		return true

@@ -94,7 +94,8 @@ func wantedMoves(t tally, l limits, rollbackOK bool) moves {
 //     the budget allows;
 //  5. move: pick Pods to update and roll back, in order, as the budget
 //     allows;
-//  6. say whether progress is blocked by Pods that are not ours.
+//  6. release held Pods whose move nothing wants any more;
+//  7. say whether progress is blocked by Pods that are not ours.
 func Calculate(in Input) Plan {
 	l := resolveLimits(in)
 	p := Plan{ExpectedUpdatedReplicas: int32(l.replicas - l.partition)}
@@ -173,11 +174,14 @@ func Calculate(in Input) Plan {
 	}
 
 	// 5. Move. Counts after the picked deletions give the same numbers as
-	// before (deletions only remove surplus) but the right caps.
+	// before (deletions only remove surplus) but the right caps. Release
+	// (step 6) judges by the moves wanted were the CloneSet not paused: a
+	// pause delays a held Pod's move, it does not cancel it.
+	want = wantedMoves(c.count, l, rollbackOK)
+	p.Release = release(c.kept, doomed, want)
 	if in.Paused {
 		return p
 	}
-	want = wantedMoves(c.count, l, rollbackOK)
 	// A Pod in the middle of an update can be moved again: it is already
 	// unavailable, so it costs no budget, and the engine retargets it at
 	// once. Waiting for it instead would leave a Pod whose new image never
@@ -196,12 +200,37 @@ func Calculate(in Input) Plan {
 	p.Rollback = pick(order.rollbackOrder(filter(movable, moved, bucketUpdate, bucketStale)), want.rollback,
 		tally{bucketUpdate: want.updSurplus, bucketStale: c.count[bucketStale]}, &left, moved)
 
-	// 6. Blocked: moves wanted, no budget, and nothing at all planned. A
+	// 7. Blocked: moves wanted, no budget, and nothing at all planned. A
 	// round that creates or deletes Pods is making its own progress.
 	if want.forward+want.rollback > 0 && left <= 0 && isEmpty(p) {
 		p.Blocked = blocked(in.Pods, l, c.available)
 	}
 	return p
+}
+
+// release names the held Pods that no move can pick: a Pod on the update
+// revision is picked only by a rollback that may take update-revision Pods,
+// one on the current revision only by an update that may take
+// current-revision Pods. Doomed Pods are left to their deletion.
+func release(kept []*podState, doomed map[*podState]bool, want moves) []string {
+	var names []string
+	for _, s := range kept {
+		if !s.pod.Held || doomed[s] {
+			continue
+		}
+		switch s.bucket {
+		case bucketUpdate:
+			if want.rollback == 0 || want.updSurplus == 0 {
+				names = append(names, s.pod.Name)
+			}
+		case bucketCurrent:
+			if want.forward == 0 || want.curSurplus == 0 {
+				names = append(names, s.pod.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // census is the active Pods as the planner counts them.
@@ -312,5 +341,5 @@ func pick(ordered []*podState, n int, caps tally, left *budget, moved map[*podSt
 // isEmpty: the plan changes nothing.
 func isEmpty(p Plan) bool {
 	return p.CreateUpdateRevision == 0 && p.CreateCurrentRevision == 0 &&
-		len(p.Delete) == 0 && len(p.Update) == 0 && len(p.Rollback) == 0
+		len(p.Delete) == 0 && len(p.Update) == 0 && len(p.Rollback) == 0 && len(p.Release) == 0
 }

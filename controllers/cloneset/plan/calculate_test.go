@@ -43,7 +43,7 @@ func names(ns ...string) []string { return ns }
 // go test -run 'TestCalculate/rollback_when_partition_raised'.
 func TestCalculate(t *testing.T) {
 	runCases(t, slices.Concat(basicCases(), rollbackCases(), surgeCases(), scaleCases(),
-		specifiedDeleteCases(), pausedCases(), blockedCases(), orderCases()))
+		specifiedDeleteCases(), pausedCases(), blockedCases(), orderCases(), heldCases()))
 }
 
 func basicCases() []calcCase {
@@ -489,5 +489,61 @@ func TestBlockedMessage(t *testing.T) {
 	}
 	if len(p.Blocked.Pods) != 7 {
 		t.Errorf("Pods = %v, want all 7", p.Blocked.Pods)
+	}
+}
+
+// heldCases: Pods an inPlaceUpdate hook took aside (PreparingUpdate) wait
+// for their move, and are released when no move wants them any more.
+func heldCases() []calcCase {
+	return []calcCase{
+		{
+			name: "held_pod_is_moved_first_while_its_update_is_wanted",
+			in:   input(3, set(pods("a", revOld, 3), names("a-1"), held)),
+			want: Plan{ExpectedUpdatedReplicas: 3, Update: names("a-1")},
+		},
+		{
+			name: "held_pod_released_when_the_template_goes_back_to_its_revision",
+			in:   input(2, set(pods("a", revOld, 2), names("a-0", "a-1"), held), revisions(revOld, revOld)),
+			want: Plan{ExpectedUpdatedReplicas: 2, Release: names("a-0", "a-1")},
+		},
+		{
+			name: "held_pod_released_when_the_partition_keeps_it",
+			in: input(3, join(pods("b", revNew, 1), set(pods("a", revOld, 2), names("a-0"), held)),
+				partition(n(2))),
+			want: Plan{ExpectedUpdatedReplicas: 1, Release: names("a-0")},
+		},
+		{
+			name: "held_pod_on_the_update_revision_kept_for_its_rollback",
+			in: input(3, join(pods("a", revOld, 2), set(pods("b", revNew, 1), names("b-0"), held)),
+				partition(n(3))),
+			want: Plan{ExpectedUpdatedReplicas: 0, Rollback: names("b-0")},
+		},
+		{
+			name: "held_pod_on_the_update_revision_released_when_the_rollback_is_called_off",
+			in: input(3, join(pods("a", revOld, 2), set(pods("b", revNew, 1), names("b-0"), held)),
+				partition(n(2))),
+			want: Plan{ExpectedUpdatedReplicas: 1, Release: names("b-0")},
+		},
+		{
+			name: "held_pod_on_a_third_revision_is_never_released",
+			in: input(2, join(pods("a", revOld, 1), set(pods("s", revStale, 1), names("s-0"), held)),
+				partition(n(2))),
+			want: Plan{ExpectedUpdatedReplicas: 0, Rollback: names("s-0")},
+		},
+		{
+			name: "paused_keeps_a_held_pod_whose_update_is_still_wanted",
+			in:   input(3, set(pods("a", revOld, 3), names("a-1"), held), paused),
+			want: Plan{ExpectedUpdatedReplicas: 3},
+		},
+		{
+			name: "paused_still_releases_a_held_pod_nothing_wants_to_move",
+			in:   input(2, set(pods("a", revOld, 2), names("a-1"), held), revisions(revOld, revOld), paused),
+			want: Plan{ExpectedUpdatedReplicas: 2, Release: names("a-1")},
+		},
+		{
+			name: "held_pod_picked_for_scale_down_is_deleted_not_released",
+			in:   input(1, set(pods("a", revOld, 2), names("a-1"), held), revisions(revOld, revOld)),
+			want: Plan{ExpectedUpdatedReplicas: 1, Delete: del(ReasonScaleDown, "a-1")},
+		},
 	}
 }

@@ -31,6 +31,17 @@
 // back to the current revision when the partition needs Pods there, and
 // deleted first on scale-down.
 //
+// # Pods held by a lifecycle hook
+//
+// A Pod held in PreparingUpdate by its inPlaceUpdate hook (Pod.Held) waits
+// for a move. Such a Pod on the update revision can only be picked by a
+// rollback that may take update-revision Pods, one on the current revision
+// only by an update that may take current-revision Pods; when no such move
+// is wanted (the template went back to its revision, the partition was
+// raised) it is named in Plan.Release, so that it does not wait out of
+// service forever. The decision ignores paused, which delays a move without
+// calling it off.
+//
 // # maxSurge, and maxSurge with in-place updates
 //
 // While Pods should move, up to maxSurge extra Pods are created in the

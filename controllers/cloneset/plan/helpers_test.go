@@ -23,10 +23,14 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type podOpt func(*Pod)
 
-func notReady(p *Pod)  { p.Ready, p.Available = false, false }
-func warming(p *Pod)   { p.Ready, p.Available = true, false }
-func updating(p *Pod)  { p.Updating, p.Ready, p.Available = true, false, false }
-func toDelete(p *Pod)  { p.SpecifiedDelete = true }
+func notReady(p *Pod) { p.Ready, p.Available = false, false }
+func warming(p *Pod)  { p.Ready, p.Available = true, false }
+func updating(p *Pod) { p.Updating, p.Ready, p.Available = true, false, false }
+func toDelete(p *Pod) { p.SpecifiedDelete = true }
+
+// held is a Pod its inPlaceUpdate hook took aside (PreparingUpdate) and,
+// with markPodNotReady, out of service.
+func held(p *Pod)      { p.Held, p.Updating, p.Ready, p.Available = true, true, false, false }
 func terminate(p *Pod) { p.Terminating = true }
 func unscheduled(p *Pod) {
 	p.Scheduled, p.Ready, p.Available = false, false, false
@@ -118,6 +122,7 @@ func diffPlan(got, want Plan) string {
 	field("Delete", got.Delete, want.Delete)
 	field("Update", got.Update, want.Update)
 	field("Rollback", got.Rollback, want.Rollback)
+	field("Release", got.Release, want.Release)
 	switch {
 	case (got.Blocked == nil) != (want.Blocked == nil):
 		fmt.Fprintf(&b, "\n  Blocked: got %+v, want %+v", got.Blocked, want.Blocked)
@@ -192,7 +197,7 @@ func (s *sim) run(limit int) {
 // settled: nothing in flight, every Pod that can be ready is.
 func (s *sim) settled() bool {
 	for _, p := range s.in.Pods {
-		if p.Terminating || p.Updating || (!p.Available && (s.broken == "" || p.Revision != s.broken)) {
+		if p.Held || p.Terminating || p.Updating || (!p.Available && (s.broken == "" || p.Revision != s.broken)) {
 			return false
 		}
 	}
@@ -217,6 +222,7 @@ func (s *sim) apply(p Plan) {
 				continue
 			}
 			pd.Revision = rev
+			pd.Held = false
 			updating(pd)
 			s.inPlace++
 		}
@@ -227,6 +233,10 @@ func (s *sim) apply(p Plan) {
 	}
 	move(p.Update, s.in.UpdateRevision)
 	move(p.Rollback, current)
+	for _, name := range p.Release {
+		// Back to Normal and in service: ready in settle.
+		byName[name].Held = false
+	}
 	add := func(k int32, rev string) {
 		for range k {
 			s.nextID++
@@ -246,6 +256,11 @@ func (s *sim) settle() {
 	kept := s.in.Pods[:0]
 	for _, p := range s.in.Pods {
 		if p.Terminating {
+			continue
+		}
+		if p.Held {
+			// Waits for its move or its release.
+			kept = append(kept, p)
 			continue
 		}
 		if !p.Ready || !p.Available || p.Updating {

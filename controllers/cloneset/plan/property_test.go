@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,6 +69,18 @@ func checkPlan(t *testing.T, in Input, p Plan) {
 		if pd.SpecifiedDelete || pd.Revision == current || current == in.UpdateRevision {
 			fail("Rollback names %s, which is specified for deletion, already current, or there is nothing to roll back to", name)
 		}
+	}
+	for _, name := range p.Release {
+		pd := touch(name, "Release")
+		if !pd.Held || pd.SpecifiedDelete {
+			fail("Release names %s, which is not held or is specified for deletion", name)
+		}
+		if pd.Revision != current && pd.Revision != in.UpdateRevision && current != in.UpdateRevision {
+			fail("Release names %s, on a third revision: it must still move", name)
+		}
+	}
+	if !slices.IsSorted(p.Release) {
+		fail("Release is not sorted")
 	}
 	if in.Paused && len(p.Update)+len(p.Rollback) > 0 {
 		fail("paused, yet Pods move")
@@ -185,6 +198,12 @@ func randomInput(r *rand.Rand) Input {
 			updating(&p)
 		case 3:
 			unscheduled(&p)
+		case 4:
+			// Paused, a held Pod stays out of service until resumed, so
+			// the sims could not come to rest; the tables cover that.
+			if !in.Paused {
+				held(&p)
+			}
 		}
 		p.Terminating = r.IntN(10) == 0
 		p.SpecifiedDelete = r.IntN(10) == 0

@@ -34,8 +34,14 @@ type Pod struct {
 	// unavailable until its replacement is available.
 	Terminating bool
 	// Updating: an in-place update of this Pod is in progress. It counts as
-	// unavailable and is never planned again until it completes.
+	// unavailable, so moving it again (to a newer template, or back when the
+	// partition rises) costs no budget, and the planner may do so before
+	// the update completes: a Pod whose new image never starts is not stuck.
 	Updating bool
+	// Held: the Pod waits in lifecycle state PreparingUpdate, taken aside
+	// by its inPlaceUpdate hook for a move that has not started. Such a
+	// Pod is named in Plan.Release once no move wants it any more.
+	Held bool
 	// SpecifiedDelete: named in scaleStrategy.podsToDelete or labelled
 	// stepwise.dev/specified-delete. Such a Pod no longer counts as one of
 	// the replicas: its replacement is created in the same plan, and it is
@@ -102,6 +108,13 @@ type Plan struct {
 	// the partition was raised (or they sit on a third revision that the
 	// partition wants on CurrentRevision), in the order to do it.
 	Rollback []string
+	// Release lists held Pods (Pod.Held) that no move wants any more,
+	// paused or not: the template went back to their revision, or the
+	// partition was raised so that their side keeps them. The reconciler
+	// returns them to service; nothing else would, since no update comes.
+	// A held Pod on a third revision always has somewhere to go and is
+	// never released. Sorted by name.
+	Release []string
 	// Blocked is set when Pods should move but nothing can be done:
 	// maxUnavailable is used up by Pods that are not ready, and nothing of
 	// ours (an update in flight, a Pod waiting out minReadySeconds, a

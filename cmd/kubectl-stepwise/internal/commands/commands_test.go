@@ -85,6 +85,17 @@ func TestHelp(t *testing.T) {
 	if code != ExitOK || !strings.Contains(stdout, "stepwise.dev/promote-at") {
 		t.Errorf("promote --help (exit %d) does not name its annotation:\n%s", code, stdout)
 	}
+	// The controller ends one stage per promote (controllers/rollout/step,
+	// pauseOver): a step with a pause and an analysis needs two.
+	flat := strings.Join(strings.Fields(stdout), " ")
+	for _, want := range []string{"ends one stage of the current step", "a running pause, or else the analysis", "a second promote to skip its analysis", "is ignored"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("promote --help does not say %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(flat, "pause and analysis") {
+		t.Errorf("promote --help claims one promote skips both the pause and the analysis:\n%s", stdout)
+	}
 }
 
 // TestFreshCommands checks that nothing is shared between two command
