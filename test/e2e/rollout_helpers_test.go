@@ -259,10 +259,10 @@ func (e *rolloutEnv) newStory(t *testing.T, prefix string, o storyOptions) *stor
 	o.spec.WorkloadRef = stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "web"}
 	ro := &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: o.spec}
 	g.Expect(e.client.Create(t.Context(), ro)).To(Succeed())
-	s.waitRollout("adopts the running revision and arms the partition", func(g Gomega, ro *stepwisev1.Rollout) {
+	s.waitRollout("adopts the running revision and governs the CloneSet", func(g Gomega, ro *stepwisev1.Rollout) {
 		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutHealthy))
 		g.Expect(ro.Status.StableRevision).To(Equal(s.stable))
-		g.Expect(s.partition(g)).To(Equal("100%"))
+		g.Expect(s.partition(g)).To(Equal("0"), "every Pod may run the stable revision")
 	})
 	return s
 }
@@ -300,13 +300,9 @@ func (s *story) rollout(g Gomega) *stepwisev1.Rollout {
 	return ro
 }
 
-// partition is the CloneSet's partition as stored ("60%", "0"), "" when unset.
+// partition is the partition the CloneSet applies ("60%", "0"), "" when unset.
 func (s *story) partition(g Gomega) string {
-	p := s.e.get(g, s.ns, "web").Spec.UpdateStrategy.Partition
-	if p == nil {
-		return ""
-	}
-	return p.String()
+	return appliedPartition(s.e.get(g, s.ns, "web"))
 }
 
 // waitRollout waits until check passes on the Rollout; a failure prints the
@@ -445,7 +441,7 @@ func (s *story) waitHealthyAt(revision string) *stepwisev1.Rollout {
 		g.Expect(reason).To(Equal(stepwisev1.ReasonStable))
 		status, _, _ = condition(ro, meta.StalledCondition)
 		g.Expect(status).To(BeEmpty(), "no Stalled condition")
-		g.Expect(s.partition(g)).To(Equal("100%"), "re-armed")
+		g.Expect(s.partition(g)).To(Equal("0"), "every Pod may run the new stable revision")
 	})
 }
 
@@ -520,10 +516,7 @@ func (e *rolloutEnv) record(t *testing.T, ns string) *recorder {
 		if !ok {
 			return
 		}
-		p := ""
-		if cs.Spec.UpdateStrategy.Partition != nil {
-			p = cs.Spec.UpdateStrategy.Partition.String()
-		}
+		p := appliedPartition(cs)
 		rec.mu.Lock()
 		if n := len(rec.partitions); n == 0 || rec.partitions[n-1] != p {
 			rec.partitions = append(rec.partitions, p)
@@ -531,6 +524,27 @@ func (e *rolloutEnv) record(t *testing.T, ns string) *recorder {
 		rec.mu.Unlock()
 	})
 	return rec
+}
+
+// appliedPartition is the partition a CloneSet applies: its governing
+// Rollout's, as status.rollout reports it, else its spec's ("" when unset).
+func appliedPartition(cs *stepwisev1.CloneSet) string {
+	if g := cs.Status.Rollout; g != nil {
+		return g.Partition.String()
+	}
+	if cs.Spec.UpdateStrategy.Partition != nil {
+		return cs.Spec.UpdateStrategy.Partition.String()
+	}
+	return ""
+}
+
+// afterCommit is how every story's partitions begin, before the steps the
+// story adds: "" while the CloneSet runs alone, 100% once the Rollout
+// governs it and until its first decision, 0 when the Rollout lets every
+// Pod run the stable revision, 100% again when a commit brings a revision
+// the Rollout has not acknowledged yet.
+func afterCommit(steps ...string) []string {
+	return append([]string{"", "100%", "0", "100%"}, steps...)
 }
 
 // partitionHistory is every partition the CloneSet held, in order, without

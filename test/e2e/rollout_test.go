@@ -61,7 +61,7 @@ func testGoodRelease(t *testing.T, e *rolloutEnv) {
 	}
 
 	// What happened in between, from the watches.
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "60%", "20%", "0", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("60%", "20%", "0")))
 	g.Expect(s.rec.steps(g)).To(Equal([]string{"-", stepAt(canary, 0), stepAt(canary, 1), stepAt(canary, 2), "-"}))
 	ms := s.rec.measurements(g)
 	g.Expect(stepsOf(ms)).To(Equal(map[int32]int{0: 2, 1: 2, 2: 2}), "two measurements per step, no more")
@@ -136,7 +136,7 @@ func testBadRelease(t *testing.T, e *rolloutEnv) {
 		g.Expect(n).To(BeEquivalentTo(want), "pod %s", name)
 	}
 
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "60%", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("60%", "100%")))
 	g.Expect(s.rec.steps(g)).To(Equal([]string{"-", stepAt(canary, 0), "-"}), "never past step 1")
 	ms := s.rec.measurements(g)
 	g.Expect(ms).NotTo(BeEmpty())
@@ -206,7 +206,7 @@ func testNoData(t *testing.T, e *rolloutEnv) {
 	s.waitEvent(stepwisev1.EventPromoted, "step 1/2: analysis skipped by a promote request")
 	e.waitSettled(t, s.ns, "web", 4, 4, settleTimeout)
 	s.expectKeptPods(g, webImage("1.1.0"))
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "50%", "0", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("50%", "0")))
 	g.Expect(phasesOf(s.rec.measurements(g))).To(Equal([]stepwisev1.MeasurementPhase{
 		stepwisev1.MeasurementInconclusive, stepwisev1.MeasurementInconclusive, stepwisev1.MeasurementInconclusive}),
 		"three measurements, and no analysis on the skipped step")
@@ -254,7 +254,7 @@ func testUnreachablePrometheus(t *testing.T, e *rolloutEnv) {
 	g.Expect(phasesOf(ms)).To(HaveEach(stepwisev1.MeasurementError))
 	g.Expect(ms).To(HaveLen(5))
 	g.Expect(s.rec.steps(g)).To(Equal([]string{"-", stepAt(canary, 0)}), "never past step 1")
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "60%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("60%")))
 	phases := s.rec.phases(g)
 	g.Expect(phases[len(phases)-1]).To(Equal(string(stepwisev1.RolloutPaused) + "/" + stepwisev1.ReasonAnalysisInconclusive))
 	g.Expect(phases).To(ContainElement(string(stepwisev1.RolloutHealthy)+"/"+stepwisev1.ReasonStable), "Healthy before the commit")
@@ -291,7 +291,7 @@ func testIndefinitePause(t *testing.T, e *rolloutEnv) {
 	s.waitEvent(stepwisev1.EventPromoted, "step 1/2: pause skipped by a promote request")
 	e.waitSettled(t, s.ns, "web", 5, 5, settleTimeout)
 	s.expectKeptPods(g, webImage("1.1.0"))
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "50%", "0", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("50%", "0")))
 }
 
 // After an abort, a retry request rolls the same revision out again from
@@ -340,7 +340,7 @@ func testRetryAfterAbort(t *testing.T, e *rolloutEnv) {
 	}
 
 	g.Expect(s.rec.steps(g)).To(Equal([]string{"-", stepAt(canary, 0), "-", stepAt(canary, 0), stepAt(canary, 1), "-"}))
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "60%", "100%", "60%", "0", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("60%", "100%", "60%", "0")))
 	g.Expect(s.rec.analysisRuns(g)).To(HaveLen(3), "step 1 failed, step 1 again, step 2")
 	ms := s.rec.measurements(g)
 	g.Expect(ms[len(ms)-4:]).To(HaveEach(HaveField("Phase", stepwisev1.MeasurementSuccessful)), "the retry's two analyses pass: %+v", ms)
@@ -400,7 +400,7 @@ func testNewRevisionMidRollout(t *testing.T, e *rolloutEnv) {
 		g.Expect(n).To(BeEquivalentTo(want), "pod %s", name)
 	}
 	g.Expect(s.rec.steps(g)).To(Equal([]string{"-", stepAt(v2, 0), stepAt(v3, 0), stepAt(v3, 1), "-"}))
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "50%", "0", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("50%", "100%", "50%", "0")))
 	for _, run := range s.rec.analysisRuns(g) {
 		g.Expect(run).To(ContainSubstring("/"+v3+"/"), "only v3 was analysed (v2 never left its pause)")
 	}
@@ -443,7 +443,7 @@ func testRevertToStable(t *testing.T, e *rolloutEnv) {
 	g.Expect(s.rec.analysisRuns(g)).To(BeEmpty())
 	g.Expect(s.events(g, stepwisev1.EventAnalysisStarted)).To(BeEmpty())
 	g.Expect(s.rec.phases(g)).To(ContainElement(string(stepwisev1.RolloutProgressing) + "/" + stepwisev1.ReasonRollingBack))
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "50%", "0", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("50%", "100%", "0")))
 }
 
 // A percent partition keeps its meaning when the CloneSet scales mid-step:
@@ -484,7 +484,7 @@ func testScaleMidStep(t *testing.T, e *rolloutEnv) {
 	for name, snap := range s.original {
 		g.Expect(kept).To(HaveKeyWithValue(name, snap), "original pod %s updated in place", name)
 	}
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "60%", "20%", "0", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("60%", "20%", "0")))
 }
 
 // The manager stops in the middle of an analysis and starts again: the
@@ -533,7 +533,7 @@ func testManagerRestartMidAnalysis(t *testing.T, e *rolloutEnv) {
 	g.Expect(stepsOf(ms)).To(Equal(map[int32]int{0: 3, 1: 3}), "%d of step 2's measurements were taken before the restart, the rest after: %+v", taken, ms)
 	g.Expect(phasesOf(ms)).To(HaveEach(stepwisev1.MeasurementSuccessful))
 	g.Expect(s.rec.steps(g)).To(Equal([]string{"-", stepAt(canary, 0), stepAt(canary, 1), stepAt(canary, 2), "-"}))
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "60%", "20%", "0", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("60%", "20%", "0")))
 	s.waitEvents(stepwisev1.EventAnalysisStarted, ConsistOf("step 1/3: analysis started", "step 2/3: analysis started"))
 }
 
@@ -576,7 +576,7 @@ func testVersionPolicy(t *testing.T, e *rolloutEnv) {
 	e.waitSettled(t, s.ns, "web", 3, 3, settleTimeout)
 	s.expectKeptPods(g, webImage("1.1.0"))
 	g.Expect(s.rec.steps(g)).NotTo(ContainElement(HavePrefix(major+"@")), "2.0.0 never reached a step")
-	g.Expect(s.rec.partitionHistory(g)).To(Equal([]string{"", "100%", "0", "100%"}))
+	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("0")))
 }
 
 // indexOrEnd is the index of v in s, or len(s) when absent (so that

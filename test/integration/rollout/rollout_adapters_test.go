@@ -45,10 +45,7 @@ func TestKruiseCloneSetAdapterSetsItsPartition(t *testing.T) {
 		kstatusHealthy(g, ro)
 		g.Expect(ro.Status.StableRevision).To(Equal("web-r1"))
 	})
-	kruise := getKruise(t, ns, "web")
-	if p, _, _ := unstructured.NestedFieldNoCopy(kruise.Object, "spec", "updateStrategy", "partition"); p != "100%" {
-		t.Fatalf("partition = %#v, want \"100%%\"", p)
-	}
+	kruise := waitKruisePartition(t, ns, "web", "100%")
 	if got := managersOfPartition(kruise, "spec", "updateStrategy", "partition"); len(got) != 1 || got[0] != workload.FieldManager {
 		t.Errorf("partition owned by %v, want only %q", got, workload.FieldManager)
 	}
@@ -59,14 +56,24 @@ func TestKruiseCloneSetAdapterSetsItsPartition(t *testing.T) {
 		stepIs(g, ro, 0)
 		g.Expect(ro.Status.CanaryRevision).To(Equal("web-r2"))
 	})
-	if p, _, _ := unstructured.NestedFieldNoCopy(getKruise(t, ns, "web").Object, "spec", "updateStrategy", "partition"); p != "50%" {
-		t.Fatalf("partition = %#v, want \"50%%\"", p)
-	}
+	waitKruisePartition(t, ns, "web", "50%")
 	reportKruise(t, ns, "web", map[string]any{"updatedReadyReplicas": int64(5)})
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		stepIs(g, ro, 0)
 		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
 	})
+}
+
+// waitKruisePartition waits until an OpenKruise CloneSet stores partition want.
+func waitKruisePartition(t *testing.T, ns, name, want string) *unstructured.Unstructured {
+	t.Helper()
+	var got *unstructured.Unstructured
+	NewWithT(t).Eventually(func(g Gomega) {
+		got = getKruise(t, ns, name)
+		p, _, _ := unstructured.NestedFieldNoCopy(got.Object, "spec", "updateStrategy", "partition")
+		g.Expect(p).To(Equal(want))
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	return got
 }
 
 func getKruise(t *testing.T, ns, name string) *unstructured.Unstructured {
@@ -133,10 +140,8 @@ func TestStatefulSetAdapterSetsAnIntegerPartition(t *testing.T) {
 		kstatusHealthy(g, ro)
 		g.Expect(condition(ro, stepwisev1.PartitionConflictCondition)).To(BeNil(), "taking over a defaulted partition is no conflict")
 	})
-	got := getStatefulSet(t, ns, "db")
-	if p := got.Spec.UpdateStrategy.RollingUpdate; p == nil || p.Partition == nil || *p.Partition != 4 {
-		t.Fatalf("rollingUpdate = %+v, want partition 4 (100%% of 4 replicas)", p)
-	}
+	// The partition is written once the status that decided it is.
+	got := waitStatefulSetPartition(t, ns, "db", 4) // 100% of 4 replicas
 	if owners := managersOfPartition(got, "spec", "updateStrategy", "rollingUpdate", "partition"); len(owners) != 1 || owners[0] != workload.FieldManager {
 		t.Errorf("partition owned by %v, want only %q", owners, workload.FieldManager)
 	}
@@ -148,9 +153,7 @@ func TestStatefulSetAdapterSetsAnIntegerPartition(t *testing.T) {
 		stepIs(g, ro, 0)
 		g.Expect(ro.Status.CanaryRevision).To(Equal("db-r2"))
 	})
-	if p := getStatefulSet(t, ns, "db").Spec.UpdateStrategy.RollingUpdate.Partition; *p != 2 {
-		t.Fatalf("partition = %d, want 2 (50%% of 4)", *p)
-	}
+	waitStatefulSetPartition(t, ns, "db", 2) // 50% of 4
 	// Pods 2 and 3 updated; one of them is not ready yet: 3 of 4 ready.
 	reportStatefulSet(t, ns, "db", func(st *appsv1.StatefulSetStatus) {
 		st.UpdatedReplicas, st.CurrentReplicas, st.ReadyReplicas = 2, 2, 3
@@ -163,6 +166,19 @@ func TestStatefulSetAdapterSetsAnIntegerPartition(t *testing.T) {
 		stepIs(g, ro, 0)
 		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
 	})
+}
+
+// waitStatefulSetPartition waits until a StatefulSet stores partition want.
+func waitStatefulSetPartition(t *testing.T, ns, name string, want int32) *appsv1.StatefulSet {
+	t.Helper()
+	var got *appsv1.StatefulSet
+	NewWithT(t).Eventually(func(g Gomega) {
+		got = getStatefulSet(t, ns, name)
+		ru := got.Spec.UpdateStrategy.RollingUpdate
+		g.Expect(ru).NotTo(BeNil())
+		g.Expect(ru.Partition).To(HaveValue(Equal(want)))
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	return got
 }
 
 func getStatefulSet(t *testing.T, ns, name string) *appsv1.StatefulSet {

@@ -98,7 +98,11 @@ func TestPartitionWrittenByAnotherFieldManagerIsReported(t *testing.T) {
 	createRollout(t, newRollout(ns, "db", ref, stepAt(num(2), pauseForPromote()), stepAt(num(0))))
 	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
 	reportStatefulSet(t, ns, "db", func(st *appsv1.StatefulSetStatus) {
-		st.UpdateRevision, st.UpdatedReplicas, st.CurrentReplicas = "db-r2", 2, 2
+		st.UpdateRevision, st.UpdatedReplicas, st.CurrentReplicas = "db-r2", 0, 4
+	})
+	waitStatefulSetPartition(t, ns, "db", 2)
+	reportStatefulSet(t, ns, "db", func(st *appsv1.StatefulSetStatus) {
+		st.UpdatedReplicas, st.CurrentReplicas = 2, 2
 	})
 	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) {
 		stepIs(g, ro, 0)
