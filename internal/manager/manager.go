@@ -89,6 +89,9 @@ type Options struct {
 	Clock clock.PassiveClock
 	// ProviderFactory replaces how the Rollout reaches Prometheus.
 	ProviderFactory rollout.ProviderFactory
+	// WrapRolloutClient wraps the Rollout controller's client, to inject
+	// API faults (a lost status write) around the real one.
+	WrapRolloutClient func(client.Client) client.Client
 }
 
 // Manager is a controller manager with Stepwise's controllers set up and not
@@ -184,8 +187,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		if err := register(registry, m.RolloutMetrics.Collectors()); err != nil {
 			return nil, err
 		}
+		rolloutClient := client.WithFieldOwner(mgr.GetClient(), RolloutFieldOwner)
+		if opts.WrapRolloutClient != nil {
+			rolloutClient = opts.WrapRolloutClient(rolloutClient)
+		}
 		if err := (&rollout.Reconciler{
-			Client:            client.WithFieldOwner(mgr.GetClient(), RolloutFieldOwner),
+			Client:            rolloutClient,
 			APIReader:         mgr.GetAPIReader(),
 			Scheme:            scheme,
 			Recorder:          mgr.GetEventRecorder("stepwise-rollout"),

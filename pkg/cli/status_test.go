@@ -104,6 +104,13 @@ func TestWorkloadFromUnstructured(t *testing.T) {
 		t.Errorf("CloneSet read as %+v", w)
 	}
 
+	governed := cloneSet.DeepCopy()
+	governed.Object["spec"].(map[string]any)["updateStrategy"] = map[string]any{"partition": int64(0)}
+	governed.Object["status"].(map[string]any)["rollout"] = map[string]any{"name": "web", "revision": "web-2", "partition": "50%"}
+	if w, err := WorkloadFromUnstructured(governed); err != nil || w.Partition.String() != "50%" {
+		t.Errorf("a governed CloneSet read with partition %v (%v), want the 50%% it applies, not git's 0", w.Partition, err)
+	}
+
 	statefulSet := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apps/v1", "kind": "StatefulSet",
 		"metadata": map[string]any{"name": "db", "generation": int64(2)},

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
 // Workload is what the plugin reads from the workload a Rollout drives. The
@@ -20,7 +22,9 @@ type Workload struct {
 	ObservedGeneration int64
 	// Replicas is spec.replicas, 1 when unset as the API server defaults it.
 	Replicas int32
-	// Partition is nil when the workload sets none.
+	// Partition is the partition the workload applies: its spec's, or,
+	// for a CloneSet a Rollout governs, the Rollout's grant as the CloneSet
+	// reports it (status.rollout.partition). Nil when there is none.
 	Partition *intstr.IntOrString
 
 	UpdatedReplicas int32
@@ -83,8 +87,15 @@ func WorkloadFromUnstructured(u *unstructured.Unstructured) (*Workload, error) {
 	w.CurrentRevision, _, _ = unstructured.NestedString(u.Object, "status", "currentRevision")
 
 	partitionPath := []string{"spec", "updateStrategy", "partition"}
-	if w.Kind == "StatefulSet" {
+	switch {
+	case w.Kind == "StatefulSet":
 		partitionPath = []string{"spec", "updateStrategy", "rollingUpdate", "partition"}
+	case w.APIVersion == stepwisev1.GroupVersion.String():
+		// A CloneSet a Rollout governs applies the Rollout's grant, which
+		// it reports; its spec's partition is then ignored.
+		if _, governed, _ := unstructured.NestedMap(u.Object, "status", "rollout"); governed {
+			partitionPath = []string{"status", "rollout", "partition"}
+		}
 	}
 	if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, partitionPath...); found && v != nil {
 		switch p := v.(type) {

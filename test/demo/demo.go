@@ -221,7 +221,7 @@ func (d *demo) story(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.detail("Rollout %s is %s: stable revision %s, partition armed at 100%%", ro.Name, initial.last.Status.Phase, initial.last.Status.StableRevision)
+	p.detail("Rollout %s is %s: stable revision %s; it governs CloneSet %s, so a new revision waits for it", ro.Name, initial.last.Status.Phase, initial.last.Status.StableRevision, d.cloneSet.Name)
 
 	before, err := d.pods(ctx)
 	if err != nil {
@@ -273,7 +273,7 @@ func (d *demo) release(ctx context.Context, label, image string, requestAbort bo
 	before := cs.DeepCopy()
 	cs.Spec.Template.Spec.Containers[0].Image = image
 	// A merge patch of what changed, as `kubectl set image` would send: it
-	// never mentions the partition, which the Rollout controller owns.
+	// never mentions the partition, which the Rollout decides.
 	if err := d.client.Patch(ctx, cs, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, fmt.Errorf("setting the image of CloneSet %s to %s: %w", cs.Name, image, err)
 	}
