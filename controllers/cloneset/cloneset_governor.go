@@ -83,7 +83,9 @@ func (g governance) acknowledged(updateRevision string) bool {
 
 // partition is the partition the CloneSet applies: spec's when no Rollout
 // governs; the grant's when it is for the update revision; every Pod kept
-// back otherwise, until the Rollout acknowledges the revision.
+// off the update revision otherwise, until the Rollout acknowledges it
+// (and the plan is paused meanwhile, so that Pods on the revision the
+// Rollout acknowledged before stay there too: see awaiting).
 func (g governance) partition(spec *intstr.IntOrString, updateRevision string) *intstr.IntOrString {
 	switch {
 	case g.rollout == "":

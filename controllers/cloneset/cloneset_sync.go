@@ -108,11 +108,14 @@ func (r *Reconciler) planInput(cs *stepwisev1.CloneSet, round *syncRound) plan.I
 		MaxUnavailable:      strategy.MaxUnavailable,
 		MaxSurge:            maxSurge,
 		ScaleMaxUnavailable: cs.Spec.ScaleStrategy.MaxUnavailable,
-		Paused:              strategy.Paused,
-		CurrentRevision:     round.revs.current.Name,
-		UpdateRevision:      round.revs.update.Name,
-		PriorityStrategy:    strategy.PriorityStrategy,
-		ScatterStrategy:     strategy.ScatterStrategy,
+		// While the update revision waits for the governing Rollout, no
+		// Pod moves in either direction: Pods on the revision it last
+		// acknowledged stay there until it decides where they go.
+		Paused:           strategy.Paused || round.gov.awaiting(round.revs.update.Name) != "",
+		CurrentRevision:  round.revs.current.Name,
+		UpdateRevision:   round.revs.update.Name,
+		PriorityStrategy: strategy.PriorityStrategy,
+		ScatterStrategy:  strategy.ScatterStrategy,
 	}
 	for _, pod := range round.pods {
 		available, _ := podAvailable(pod, cs.Spec.MinReadySeconds, round.now)
