@@ -3,6 +3,7 @@ package manager
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -45,6 +47,11 @@ const LeaderElectionID = "stepwise-manager.stepwise.dev"
 
 // Defaults of the Options that have one.
 const (
+	// GracefulShutdownTimeout bounds how long a stopping manager waits for
+	// running reconciles before it releases the Lease; it must stay below
+	// the Pod's terminationGracePeriodSeconds (config/manager), or the
+	// kubelet kills the manager before the Lease is released.
+	GracefulShutdownTimeout    = 5 * time.Second
 	DefaultCloneSetConcurrency = 4
 	DefaultRolloutConcurrency  = rollout.DefaultConcurrency
 )
@@ -144,6 +151,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		// a restarted manager in one test process does not wait out the
 		// lease it held.
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(GracefulShutdownTimeout),
 		Cache:                         cacheOptions(opts.Namespaces),
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets are read rarely (a metric's bearer token, at each
