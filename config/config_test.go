@@ -1053,6 +1053,47 @@ spec: {replicas: 4, template: {}, updateStrategy: {paused: true}}
 status: {observedGeneration: 3, replicas: 4, readyReplicas: 4, updatedReplicas: 4, updatedReadyReplicas: 4, expectedUpdatedReplicas: 4}`,
 		status: argocdhealth.Healthy,
 	}, {
+		name: "new revision awaiting its Rollout: git's partition 0 ignored",
+		obj: `
+metadata: {name: web, generation: 7}
+spec: {replicas: 4, template: {}, updateStrategy: {partition: 0}}
+status:
+  observedGeneration: 7
+  replicas: 4
+  readyReplicas: 4
+  updatedReplicas: 0
+  updatedReadyReplicas: 0
+  expectedUpdatedReplicas: 0
+  currentRevision: web-2
+  updateRevision: web-3
+  rollout: {name: web, revision: web-2, partition: 100%}
+  conditions:
+  - {type: Reconciling, status: "True", reason: AwaitingRollout, message: "revision web-3 waits for Rollout web to acknowledge it: no Pod moves to it before"}
+  - {type: Ready, status: "False", reason: AwaitingRollout, message: "revision web-3 waits for Rollout web to acknowledge it: no Pod moves to it before"}
+  - {type: Governed, status: "True", reason: GovernedByRollout, message: "Rollout web decides how far Pods move; spec.updateStrategy.partition (0) is ignored"}`,
+		status:  argocdhealth.Progressing,
+		message: "waits for Rollout web",
+	}, {
+		name: "at a Rollout's step: git's partition 0 ignored",
+		obj: `
+metadata: {name: web, generation: 7}
+spec: {replicas: 4, template: {}, updateStrategy: {partition: 0}}
+status:
+  observedGeneration: 7
+  replicas: 4
+  readyReplicas: 4
+  updatedReplicas: 2
+  updatedReadyReplicas: 2
+  expectedUpdatedReplicas: 2
+  currentRevision: web-2
+  updateRevision: web-3
+  rollout: {name: web, revision: web-3, partition: 50%}
+  conditions:
+  - {type: Ready, status: "True", reason: Partitioned, message: "2/4 Pods on revision web-3, partition keeps 2 on web-2"}
+  - {type: Governed, status: "True", reason: GovernedByRollout, message: "Rollout web decides how far Pods move: partition 50% for revision web-3; spec.updateStrategy.partition (0) is ignored"}`,
+		status:  argocdhealth.Healthy,
+		message: "partition keeps 2",
+	}, {
 		name: "held at 100% partition by a Rollout",
 		obj: `
 metadata: {name: web, generation: 5}

@@ -5,9 +5,13 @@
 -- comparisons and the .. operator only.
 --
 -- The controller writes replica counts and Flux-style conditions (Ready,
--- Reconciling, Stalled). A CloneSet held at a partition by a Rollout is
--- Healthy here: its Pods are where they were asked to be, and the Rollout
--- carries the progress of the release.
+-- Reconciling, Stalled). A CloneSet held by the Rollout that governs it is
+-- Healthy here: its Pods are where the Rollout's grant puts them (the
+-- counts follow the grant, not spec.updateStrategy.partition, which is
+-- ignored meanwhile), and the Rollout carries the progress of the release.
+-- A new revision the Rollout has not acknowledged yet keeps the CloneSet
+-- Reconciling (reason AwaitingRollout), so Progressing: an app never reads
+-- Healthy between a commit and the Rollout's reaction to it.
 
 local function condition(status, conditionType)
   if status.conditions == nil then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -44,6 +46,9 @@ const (
 	gitopsRolloutFile  = "apps/web/rollout.yaml"
 	// gitopsStepPause is the timed pause of the first step.
 	gitopsStepPause = 3 * time.Second
+	// gitopsPartitionInGit is the partition the CloneSet manifest keeps, as
+	// an OpenKruise manifest ported to Stepwise usually does.
+	gitopsPartitionInGit = "0"
 )
 
 // The health checks shipped for Argo CD, run against live objects.
@@ -69,8 +74,8 @@ type gitopsManifests struct {
 	promURL string
 	// version is the app image tag.
 	version string
-	// partition is the CloneSet's spec.updateStrategy.partition in git;
-	// "" leaves the field out, which is what the docs ask for.
+	// partition is the CloneSet's spec.updateStrategy.partition in git
+	// ("0", "100%"); "" leaves the field out. The Rollout ignores it.
 	partition string
 	// paused is the Rollout's spec.paused, the git way to hold releases.
 	paused bool
@@ -83,7 +88,8 @@ type gitopsManifests struct {
 func (m gitopsManifests) files() (map[string]string, error) {
 	strategy := map[string]any{"type": string(stepwisev1.InPlaceIfPossibleCloneSetUpdateStrategyType), "maxUnavailable": "100%"}
 	if m.partition != "" {
-		strategy["partition"] = m.partition
+		// An integer stays an integer in YAML (partition: 0), a percent a string.
+		strategy["partition"] = intstr.Parse(m.partition)
 	}
 	cloneSet := map[string]any{
 		"apiVersion": stepwisev1.GroupVersion.String(),
@@ -141,7 +147,7 @@ func (m gitopsManifests) files() (map[string]string, error) {
 
 // gitopsApp is one app delivered by one GitOps tool: a namespace, the git
 // repository that describes it, the syncer that applies it, and a recorder
-// of every state its Rollout and CloneSet went through.
+// of every state its Rollout, CloneSet and Pods went through.
 type gitopsApp struct {
 	e      *rolloutEnv
 	mode   gitopssync.Mode
@@ -151,12 +157,10 @@ type gitopsApp struct {
 	health *gitopsHealth
 	// git is what HEAD holds.
 	git gitopsManifests
-	// syncOpts are the options the syncer runs with.
-	syncOpts gitopssync.Options
 }
 
 // gitopsNewApp makes the namespace, the repository (empty) and the
-// recorder; gitopsFirstCommit starts the syncer.
+// recorder; the first commit starts the syncer.
 func gitopsNewApp(t *testing.T, e *rolloutEnv, mode gitopssync.Mode) *gitopsApp {
 	t.Helper()
 	prefix := "flux"
@@ -170,11 +174,7 @@ func gitopsNewApp(t *testing.T, e *rolloutEnv, mode gitopssync.Mode) *gitopsApp 
 	}
 	a := &gitopsApp{
 		e: e, mode: mode, ns: ns, repo: repo,
-		git: gitopsManifests{ns: ns, promURL: e.prom.URL(), version: "1.0.0", plan: gitopsTimedPlan},
-		syncOpts: gitopssync.Options{
-			Repo: repo, Path: "apps", Client: e.client, Mode: mode, Interval: gitopsSyncInterval,
-			Logf: t.Logf,
-		},
+		git: gitopsManifests{ns: ns, promURL: e.prom.URL(), version: "1.0.0", partition: gitopsPartitionInGit, plan: gitopsTimedPlan},
 	}
 	a.health = gitopsRecord(t, e, ns)
 	return a
@@ -186,20 +186,6 @@ func (a *gitopsApp) manager() string {
 		return gitopssync.ArgoCDFieldManager
 	}
 	return gitopssync.FluxFieldManager
-}
-
-// startSyncer starts (or restarts, with new options) the syncer, which
-// applies HEAD at once.
-func (a *gitopsApp) startSyncer(t *testing.T) {
-	t.Helper()
-	if a.syncer != nil {
-		a.syncer.Stop()
-	}
-	s, err := gitopssync.Start(t.Context(), a.syncOpts)
-	if err != nil {
-		t.Fatalf("starting the syncer: %v", err)
-	}
-	a.syncer = s
 }
 
 // commit changes the manifests, commits them and has the syncer apply the
@@ -245,10 +231,18 @@ func (a *gitopsApp) revert(t *testing.T, h plumbing.Hash, change func(*gitopsMan
 	return r
 }
 
+// sync applies HEAD now; the first call starts the syncer, which then
+// re-applies HEAD every gitopsSyncInterval until the test ends.
 func (a *gitopsApp) sync(t *testing.T) {
 	t.Helper()
 	if a.syncer == nil {
-		a.startSyncer(t)
+		s, err := gitopssync.Start(t.Context(), gitopssync.Options{
+			Repo: a.repo, Path: "apps", Client: a.e.client, Mode: a.mode, Interval: gitopsSyncInterval, Logf: t.Logf,
+		})
+		if err != nil {
+			t.Fatalf("starting the syncer: %v", err)
+		}
+		a.syncer = s
 		return
 	}
 	if _, err := a.syncer.Sync(t.Context()); err != nil {
@@ -262,7 +256,14 @@ func (a *gitopsApp) rollout(g Gomega) *stepwisev1.Rollout {
 	return ro
 }
 
-func (a *gitopsApp) cloneSet(g Gomega) *stepwisev1.CloneSet { return a.e.get(g, a.ns, "web") }
+// cloneSet reads the CloneSet as it is stored: unstructured, so that what
+// the stories read of governance (status.rollout) is the API server's JSON.
+func (a *gitopsApp) cloneSet(g Gomega) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(stepwisev1.GroupVersion.WithKind("CloneSet"))
+	g.Expect(a.e.client.Get(context.Background(), client.ObjectKey{Namespace: a.ns, Name: "web"}, u)).To(Succeed())
+	return u
+}
 
 // waitRollout waits until check passes; a failure prints the last status.
 func (a *gitopsApp) waitRollout(t *testing.T, what string, check func(g Gomega, ro *stepwisev1.Rollout)) *stepwisev1.Rollout {
@@ -282,14 +283,14 @@ func (a *gitopsApp) updateRevision(t *testing.T) string {
 	var rev string
 	NewWithT(t).Eventually(func(g Gomega) {
 		cs := a.cloneSet(g)
-		g.Expect(cs.Status.ObservedGeneration).To(Equal(cs.Generation))
-		rev = cs.Status.UpdateRevision
+		g.Expect(gitopsObserved(cs)).To(BeTrue())
+		rev = gitopsString(cs, "status", "updateRevision")
 	}, rolloutTimeout, rolloutPoll).Should(Succeed())
 	return rev
 }
 
 // waitHealthyAt waits for a finished rollout: Healthy on revision, Ready,
-// partition back at 100%, every Pod on the revision.
+// the CloneSet letting every Pod run revision, every Pod on it.
 func (a *gitopsApp) waitHealthyAt(t *testing.T, revision string) *stepwisev1.Rollout {
 	t.Helper()
 	ro := a.waitRollout(t, "Healthy on "+revision, func(g Gomega, ro *stepwisev1.Rollout) {
@@ -297,11 +298,57 @@ func (a *gitopsApp) waitHealthyAt(t *testing.T, revision string) *stepwisev1.Rol
 		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutHealthy))
 		g.Expect(ro.Status.StableRevision).To(Equal(revision))
 		g.Expect(apimeta.IsStatusConditionTrue(ro.Status.Conditions, meta.ReadyCondition)).To(BeTrue())
-		cs := a.cloneSet(g)
-		g.Expect(cs.Spec.UpdateStrategy.Partition).To(HaveValue(Equal(intstr.FromString("100%"))))
+		g.Expect(gitopsGovernor(a.cloneSet(g))).To(Equal(revision+"/0"), "status.rollout: revision acknowledged, every Pod may run it")
 	})
 	a.e.waitSettled(t, a.ns, "web", gitopsReplicas, gitopsReplicas, settleTimeout)
+	a.waitPodsRun(t, "")
 	return ro
+}
+
+// waitPodsRun waits until every Pod runs, ready, the image of its spec;
+// with image set, that image. Restart counts are final then.
+func (a *gitopsApp) waitPodsRun(t *testing.T, image string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		pods := a.e.pods(g, a.ns)
+		g.Expect(pods).To(HaveLen(gitopsReplicas))
+		for _, p := range pods {
+			cs := containerStatus(&p, "app")
+			g.Expect(cs).NotTo(BeNil(), "pod %s has a status for app", p.Name)
+			g.Expect(cs.Image).To(Equal(imageOf(&p, "app")), "pod %s runs its spec's image", p.Name)
+			if image != "" {
+				g.Expect(cs.Image).To(Equal(image), "pod %s", p.Name)
+			}
+			g.Expect(podCondition(&p, corev1.PodReady)).To(Equal(corev1.ConditionTrue), "pod %s ready", p.Name)
+		}
+	}, rolloutTimeout, rolloutPoll).Should(Succeed())
+}
+
+// restarts maps each Pod name to its app container's restart count: the
+// kwok stages restart a container once per in-place image change.
+func (a *gitopsApp) restarts(g Gomega) map[string]int32 {
+	out := map[string]int32{}
+	for _, p := range a.e.pods(g, a.ns) {
+		cs := containerStatus(&p, "app")
+		g.Expect(cs).NotTo(BeNil(), "pod %s has a status for app", p.Name)
+		out[p.Name] = cs.RestartCount
+	}
+	return out
+}
+
+// expectRestarts asserts how many times each Pod restarted since before:
+// the same Pods (none replaced), and as many restarts as want holds, in
+// any order (which Pods are the canaries is the CloneSet's choice).
+func (a *gitopsApp) expectRestarts(g Gomega, before map[string]int32, want ...int32) {
+	after := a.restarts(g)
+	g.Expect(slices.Sorted(maps.Keys(after))).To(Equal(slices.Sorted(maps.Keys(before))), "the same Pods, updated in place")
+	var got []int32
+	for name, n := range after {
+		got = append(got, n-before[name])
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	g.Expect(got).To(Equal(want), "restarts per Pod: before %v, after %v", before, after)
 }
 
 // waitRates waits until Prometheus has both code series of every Pod: an
@@ -329,13 +376,13 @@ func (a *gitopsApp) promote(t *testing.T) {
 	}
 }
 
-// warnings returns the notes of the Rollout's Events with reason.
-func (a *gitopsApp) events(g Gomega, reason string) []string {
+// events returns the notes of the Events about an object of kind with reason.
+func (a *gitopsApp) events(g Gomega, kind, reason string) []string {
 	var list eventsv1.EventList
 	g.Expect(a.e.client.List(context.Background(), &list, client.InNamespace(a.ns))).To(Succeed())
 	var notes []string
 	for _, ev := range list.Items {
-		if ev.Regarding.Kind == "Rollout" && ev.Reason == reason {
+		if ev.Regarding.Kind == kind && ev.Reason == reason {
 			notes = append(notes, ev.Note)
 		}
 	}
@@ -381,9 +428,9 @@ func (a *gitopsApp) reapplies(t0 time.Time) (unchanged, changed []gitopssync.Run
 	return unchanged, changed
 }
 
-// templateChanges counts the changes of the CloneSet's spec, partition
-// left out, since mark: what only a commit may cause.
-func (h *gitopsHealth) templateChanges(g Gomega, mark int) int {
+// specChanges counts the changes of the CloneSet's spec since mark: what
+// only a commit may cause, since nothing but the GitOps tool writes it.
+func (h *gitopsHealth) specChanges(g Gomega, mark gitopsMark) int {
 	n := 0
 	samples := h.since(g, mark, "CloneSet")
 	if prev := h.before(mark, "CloneSet"); prev != nil {
@@ -392,7 +439,6 @@ func (h *gitopsHealth) templateChanges(g Gomega, mark int) int {
 	var last map[string]any
 	for _, s := range samples {
 		spec, _, _ := unstructured.NestedMap(s.obj.Object, "spec")
-		unstructured.RemoveNestedField(spec, "updateStrategy", "partition")
 		if last != nil && !apiequality.Semantic.DeepEqual(last, spec) {
 			n++
 		}
@@ -402,35 +448,35 @@ func (h *gitopsHealth) templateChanges(g Gomega, mark int) int {
 }
 
 // expectSyncerChangedOnlyGit asserts what the syncer did since t0 and
-// mark: no apply failed, re-applies ran, and the CloneSet's spec changed
-// (partition aside) exactly commits times. A re-apply may still report
-// "configured" under server-side apply: fluxcd/pkg/ssa reads the object,
-// then dry-runs, and takes a partition written in between by the Rollout
-// for drift; the apply that follows sends no partition, so it changes
-// nothing, which the spec count and the partition's owners show.
-func (a *gitopsApp) expectSyncerChangedOnlyGit(t *testing.T, g Gomega, t0 time.Time, mark, commits int) {
+// mark: no apply failed, re-applies ran and changed nothing, and the
+// CloneSet's spec changed exactly commits times. The partition in git is
+// the tool's and nobody else writes it, so a re-apply finds nothing to
+// correct, with either tool.
+func (a *gitopsApp) expectSyncerChangedOnlyGit(t *testing.T, g Gomega, t0 time.Time, mark gitopsMark, commits int) {
+	t.Helper()
 	a.expectNoSyncErrors(g, t0)
 	unchanged, changed := a.reapplies(t0)
 	g.Expect(len(unchanged)+len(changed)).To(BeNumerically(">=", 3), "the syncer kept re-applying")
-	g.Expect(a.health.templateChanges(g, mark)).To(Equal(commits), "spec changes of the CloneSet other than the partition")
-	if a.mode == gitopssync.ClientSideApply {
-		// One read, one patch: nothing to race with.
-		g.Expect(changed).To(BeEmpty(), "a re-apply of the same commit patched the CloneSet")
-	}
-	t.Logf("%d re-applies of an applied commit: %d unchanged, %d configured", len(unchanged)+len(changed), len(unchanged), len(changed))
+	g.Expect(a.health.specChanges(g, mark)).To(Equal(commits), "spec changes of the CloneSet")
+	g.Expect(changed).To(BeEmpty(), "a re-apply of the same commit changed the CloneSet")
+	t.Logf("%d re-applies of an applied commit, none changed the CloneSet", len(unchanged))
 }
 
 // gitopsHealth records every version of a namespace's Rollouts and
 // CloneSets, from watches, with what kstatus (Flux) and the shipped Lua
 // (Argo CD) say of each: a health check polls, and could land on any of
-// them.
+// them. It records the Pods' app images too.
 type gitopsHealth struct {
 	rolloutLua, cloneSetLua string
 
 	mu      sync.Mutex
 	samples []gitopsSample
+	pods    []gitopsPodSample
 	broken  bool
 }
+
+// gitopsMark is a point in the record.
+type gitopsMark struct{ objs, pods int }
 
 // gitopsSample is one version of an object and its health.
 type gitopsSample struct {
@@ -440,6 +486,11 @@ type gitopsSample struct {
 	kstatus, kstatusMessage string
 	lua, luaMessage         string
 	err                     error
+}
+
+// gitopsPodSample is the app container of one version of a Pod.
+type gitopsPodSample struct {
+	name, image string
 }
 
 func (s gitopsSample) kind() string { return s.obj.GetKind() }
@@ -470,9 +521,7 @@ func gitopsRecord(t *testing.T, e *rolloutEnv, ns string) *gitopsHealth {
 		*dst = string(b)
 	}
 	ctx := t.Context()
-	for _, kind := range []string{"RolloutList", "CloneSetList"} {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(stepwisev1.GroupVersion.WithKind(kind))
+	follow := func(list client.ObjectList, seen func(obj any)) {
 		w, err := e.watcher.Watch(ctx, list, client.InNamespace(ns))
 		if err != nil {
 			t.Fatal(err)
@@ -480,11 +529,10 @@ func gitopsRecord(t *testing.T, e *rolloutEnv, ns string) *gitopsHealth {
 		go func() {
 			defer w.Stop()
 			for ev := range w.ResultChan() {
-				u, ok := ev.Object.(*unstructured.Unstructured)
-				if !ok || ev.Type == watch.Error || ev.Type == watch.Deleted {
+				if ev.Type == watch.Error || ev.Type == watch.Deleted {
 					continue
 				}
-				h.observe(u)
+				seen(ev.Object)
 			}
 			if ctx.Err() == nil {
 				h.mu.Lock()
@@ -493,6 +541,22 @@ func gitopsRecord(t *testing.T, e *rolloutEnv, ns string) *gitopsHealth {
 			}
 		}()
 	}
+	for _, kind := range []string{"RolloutList", "CloneSetList"} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(stepwisev1.GroupVersion.WithKind(kind))
+		follow(list, func(obj any) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				h.observe(u)
+			}
+		})
+	}
+	follow(&corev1.PodList{}, func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp == nil {
+			h.mu.Lock()
+			h.pods = append(h.pods, gitopsPodSample{name: p.Name, image: imageOf(p, "app")})
+			h.mu.Unlock()
+		}
+	})
 	return h
 }
 
@@ -518,18 +582,18 @@ func (h *gitopsHealth) observe(u *unstructured.Unstructured) {
 }
 
 // mark is a point in the record; since returns what came after it.
-func (h *gitopsHealth) mark() int {
+func (h *gitopsHealth) mark() gitopsMark {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.samples)
+	return gitopsMark{objs: len(h.samples), pods: len(h.pods)}
 }
 
-func (h *gitopsHealth) since(g Gomega, mark int, kind string) []gitopsSample {
+func (h *gitopsHealth) since(g Gomega, mark gitopsMark, kind string) []gitopsSample {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	g.Expect(h.broken).To(BeFalse(), "the watches ran for the whole story")
 	var out []gitopsSample
-	for _, s := range h.samples[mark:] {
+	for _, s := range h.samples[mark.objs:] {
 		if kind == "" || s.kind() == kind {
 			out = append(out, s)
 		}
@@ -539,10 +603,10 @@ func (h *gitopsHealth) since(g Gomega, mark int, kind string) []gitopsSample {
 
 // before returns the last sample of kind before mark: the state a story
 // started from; nil when there is none.
-func (h *gitopsHealth) before(mark int, kind string) *gitopsSample {
+func (h *gitopsHealth) before(mark gitopsMark, kind string) *gitopsSample {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for i := mark - 1; i >= 0; i-- {
+	for i := mark.objs - 1; i >= 0; i-- {
 		if h.samples[i].kind() == kind {
 			s := h.samples[i]
 			return &s
@@ -551,10 +615,56 @@ func (h *gitopsHealth) before(mark int, kind string) *gitopsSample {
 	return nil
 }
 
+// images is, for each Pod, the app images its spec went through since
+// mark, starting with the one it had at mark, without consecutive
+// repeats: one entry more per in-place update the CloneSet ordered.
+func (h *gitopsHealth) images(g Gomega, mark gitopsMark) map[string][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g.Expect(h.broken).To(BeFalse(), "the watches ran for the whole story")
+	out := map[string][]string{}
+	add := func(p gitopsPodSample) {
+		if seq := out[p.name]; len(seq) == 0 || seq[len(seq)-1] != p.image {
+			out[p.name] = append(seq, p.image)
+		}
+	}
+	for _, p := range h.pods[:mark.pods] {
+		// Only the last image before mark counts.
+		out[p.name] = []string{p.image}
+	}
+	for _, p := range h.pods[mark.pods:] {
+		add(p)
+	}
+	return out
+}
+
+// expectImages asserts that the Pods' images since mark were exactly want
+// (a list of image sequences, in any order: which Pods are the canaries is
+// the CloneSet's choice). One Pod per sequence.
+func (h *gitopsHealth) expectImages(g Gomega, mark gitopsMark, want ...[]string) {
+	var got, wanted []string
+	for _, seq := range h.images(g, mark) {
+		got = append(got, strings.Join(seq, " → "))
+	}
+	for _, seq := range want {
+		wanted = append(wanted, strings.Join(seq, " → "))
+	}
+	g.Expect(got).To(ConsistOf(wanted), "the app images each Pod went through")
+}
+
+// repeat is n copies of seq.
+func repeat(n int, seq ...string) [][]string {
+	out := make([][]string, n)
+	for i := range out {
+		out[i] = seq
+	}
+	return out
+}
+
 // verdicts is the sequence of "<kstatus>/<lua>" of kind's samples since
 // mark, without consecutive repeats and without objects that have no
 // status yet.
-func (h *gitopsHealth) verdicts(g Gomega, mark int, kind string) []string {
+func (h *gitopsHealth) verdicts(g Gomega, mark gitopsMark, kind string) []string {
 	var out []string
 	for _, s := range h.since(g, mark, kind) {
 		if !gitopsHasStatus(s.obj) {
@@ -568,9 +678,10 @@ func (h *gitopsHealth) verdicts(g Gomega, mark int, kind string) []string {
 }
 
 // timeline is, for kind's samples since mark, "<state>: <kstatus>/<lua>"
-// without consecutive repeats: the phase and reason of a Rollout, the Ready
-// reason of a CloneSet ("gen" while its spec is not yet observed).
-func (h *gitopsHealth) timeline(g Gomega, mark int, kind string) []string {
+// without consecutive repeats: the phase and reason of a Rollout, the
+// Ready reason and applied partition of a CloneSet ("gen" while its spec
+// is not yet observed).
+func (h *gitopsHealth) timeline(g Gomega, mark gitopsMark, kind string) []string {
 	var out []string
 	for _, s := range h.since(g, mark, kind) {
 		if !gitopsHasStatus(s.obj) {
@@ -580,9 +691,10 @@ func (h *gitopsHealth) timeline(g Gomega, mark int, kind string) []string {
 		switch {
 		case !gitopsObserved(s.obj):
 		case kind == "Rollout":
-			state = gitopsString(s.obj, "status", "phase") + "/" + gitopsString(s.obj, "status", "reason")
+			state = gitopsString(s.obj, "status", "phase") + "/" + gitopsString(s.obj, "status", "reason") + " grant " + gitopsGrant(s.obj)
 		default:
-			_, state, _ = gitopsCondition(s.obj, meta.ReadyCondition)
+			_, reason, _ := gitopsCondition(s.obj, meta.ReadyCondition)
+			state = reason + " applies " + gitopsAppliedPartition(s.obj)
 		}
 		if v := state + ": " + s.verdict(); len(out) == 0 || out[len(out)-1] != v {
 			out = append(out, v)
@@ -591,12 +703,29 @@ func (h *gitopsHealth) timeline(g Gomega, mark int, kind string) []string {
 	return out
 }
 
-// partitions is the CloneSet's partition over time since mark, without
-// consecutive repeats; "" is unset.
-func (h *gitopsHealth) partitions(g Gomega, mark int) []string {
+// partitions is the partition the CloneSet applied over time since mark,
+// without consecutive repeats (see gitopsAppliedPartition).
+func (h *gitopsHealth) partitions(g Gomega, mark gitopsMark) []string {
 	var out []string
 	for _, s := range h.since(g, mark, "CloneSet") {
-		if p := gitopsPartition(s.obj); len(out) == 0 || out[len(out)-1] != p {
+		if p := gitopsAppliedPartition(s.obj); len(out) == 0 || out[len(out)-1] != p {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// grants is the Rollout's partitionGrant over time since mark, starting
+// with the one it had at mark, as "<revision>/<partition>", without
+// consecutive repeats.
+func (h *gitopsHealth) grants(g Gomega, mark gitopsMark) []string {
+	samples := h.since(g, mark, "Rollout")
+	if prev := h.before(mark, "Rollout"); prev != nil {
+		samples = append([]gitopsSample{*prev}, samples...)
+	}
+	var out []string
+	for _, s := range samples {
+		if p := gitopsGrant(s.obj); len(out) == 0 || out[len(out)-1] != p {
 			out = append(out, p)
 		}
 	}
@@ -611,20 +740,61 @@ const (
 	gitopsFailed     = "Failed/Degraded"
 )
 
+// expectGoverned checks every version since mark against what a Rollout
+// governing its CloneSet promises, whatever git holds and however often it
+// is applied:
+//   - every health verdict tells the truth (expectTruthful);
+//   - a CloneSet whose update revision the Rollout has not acknowledged is
+//     never Current for kstatus nor Healthy for Argo CD;
+//   - the Rollout's field manager owns no field of the CloneSet's spec, and
+//     the partition, whenever git has one, belongs to the tool alone;
+//   - no Rollout reports PartitionConflict: there is nothing to fight over;
+//   - no moment where every object is Current (or every one Healthy) while
+//     the Rollout has not taken up the CloneSet's template.
+func (a *gitopsApp) expectGoverned(g Gomega, mark gitopsMark) {
+	h := a.health
+	h.expectTruthful(g, mark)
+	var premature, owned, conflicts []string
+	for _, s := range h.since(g, mark, "") {
+		switch s.kind() {
+		case "CloneSet":
+			if gitopsHasStatus(s.obj) && !gitopsAcknowledged(s.obj) && (s.kstatus == "Current" || s.lua == "Healthy") {
+				premature = append(premature, s.String())
+			}
+			if slices.Contains(gitopsOwners(s.obj, "spec"), workload.FieldManager) {
+				owned = append(owned, s.String())
+			}
+			if gitopsPartition(s.obj) != "" && !slices.Equal(gitopsPartitionOwners(s.obj), []string{a.manager()}) {
+				owned = append(owned, s.String())
+			}
+		case "Rollout":
+			if c, _, msg := gitopsCondition(s.obj, stepwisev1.PartitionConflictCondition); c != "" {
+				conflicts = append(conflicts, c+": "+msg)
+			}
+		}
+	}
+	g.Expect(premature).To(BeEmpty(), "a CloneSet Current or Healthy with an update revision its Rollout has not acknowledged")
+	g.Expect(owned).To(BeEmpty(), "spec fields of the CloneSet owned by %s, or a partition in git not owned by %s alone", workload.FieldManager, a.manager())
+	g.Expect(conflicts).To(BeEmpty(), "%s on the Rollout", stepwisev1.PartitionConflictCondition)
+	g.Expect(a.events(g, "Rollout", stepwisev1.EventPartitionConflict)).To(BeEmpty(), "%s Events", stepwisev1.EventPartitionConflict)
+	g.Expect(h.premature(g, mark)).To(BeEmpty(), "spans where every object was Current, or every one Healthy, before the Rollout took up the CloneSet's template")
+}
+
 // expectTruthful checks every sample since mark against what the object
 // reports of itself:
 //   - a Rollout: spec not yet observed → InProgress/Progressing; Healthy and
 //     Ready → Current/Healthy; Progressing → InProgress/Progressing; Paused →
 //     InProgress/Suspended; Aborted → Failed/Degraded;
-//   - a CloneSet: spec not yet observed, or Pods not where the spec and
-//     partition put them → InProgress/Progressing;
+//   - a CloneSet: spec not yet observed, an update revision its Rollout has
+//     not acknowledged, or Pods not where the applied partition puts them →
+//     InProgress/Progressing;
 //   - both: kstatus and Argo CD agree (Current with Healthy, InProgress with
 //     Progressing or Suspended, Failed with Degraded), and both evaluate
 //     without error.
 //
 // Objects without a status (created, not yet reconciled) are left out:
 // kstatus calls them Current by its generic rule; see gitopsNoStatus.
-func (h *gitopsHealth) expectTruthful(g Gomega, mark int) {
+func (h *gitopsHealth) expectTruthful(g Gomega, mark gitopsMark) {
 	var bad []string
 	for _, s := range h.since(g, mark, "") {
 		if s.err != nil {
@@ -670,6 +840,15 @@ func gitopsInt(u *unstructured.Unstructured, fields ...string) int64 {
 	return n
 }
 
+// gitopsIntOrString reads an int-or-string field as its text; "" when unset.
+func gitopsIntOrString(u *unstructured.Unstructured, fields ...string) string {
+	v, found, _ := unstructured.NestedFieldNoCopy(u.Object, fields...)
+	if !found || v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
 // gitopsCondition returns a condition's status, reason and message.
 func gitopsCondition(u *unstructured.Unstructured, typ string) (status, reason, message string) {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
@@ -686,7 +865,7 @@ func gitopsCondition(u *unstructured.Unstructured, typ string) (status, reason, 
 }
 
 // logTimeline logs what kstatus and Argo CD said of both objects since mark.
-func (a *gitopsApp) logTimeline(t *testing.T, g Gomega, mark int) {
+func (a *gitopsApp) logTimeline(t *testing.T, g Gomega, mark gitopsMark) {
 	t.Helper()
 	t.Logf("Rollout: %s", strings.Join(a.health.timeline(g, mark, "Rollout"), " → "))
 	t.Logf("CloneSet: %s", strings.Join(a.health.timeline(g, mark, "CloneSet"), " → "))
@@ -710,11 +889,12 @@ func gitopsWantRollout(u *unstructured.Unstructured) string {
 	return gitopsInProgress
 }
 
-// gitopsWantCloneSet is InProgress/Progressing while the status shows Pods
-// that are not where spec and partition put them; "" otherwise, as Pods
-// being updated in place are not all visible in the status.
+// gitopsWantCloneSet is InProgress/Progressing while the update revision
+// waits for the Rollout, or the status shows Pods that are not where the
+// applied partition puts them; "" otherwise, as Pods being updated in
+// place are not all visible in the status.
 func gitopsWantCloneSet(u *unstructured.Unstructured) string {
-	if !gitopsObserved(u) {
+	if !gitopsObserved(u) || !gitopsAcknowledged(u) {
 		return gitopsInProgress
 	}
 	desired, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
@@ -731,27 +911,62 @@ func gitopsWantCloneSet(u *unstructured.Unstructured) string {
 	return ""
 }
 
-// gitopsArmedIdle reports a CloneSet held at 100% with a template none of
-// its Pods run, every Pod ready on the current revision, and a status that
-// says so.
-func gitopsArmedIdle(u *unstructured.Unstructured) bool {
-	return gitopsObserved(u) && gitopsPartition(u) == "100%" &&
+// gitopsAcknowledged reports whether the Rollout governing the CloneSet
+// acknowledged its update revision (status.rollout.revision), as far as
+// the CloneSet's status tells; true when no Rollout governs it.
+func gitopsAcknowledged(u *unstructured.Unstructured) bool {
+	if _, governed, _ := unstructured.NestedMap(u.Object, "status", "rollout"); !governed {
+		return true
+	}
+	return gitopsString(u, "status", "rollout", "revision") == gitopsString(u, "status", "updateRevision")
+}
+
+// gitopsAppliedPartition is the partition the CloneSet applies: its
+// Rollout's (status.rollout.partition) while one governs it, else the
+// spec's; "" when unset.
+func gitopsAppliedPartition(u *unstructured.Unstructured) string {
+	if _, governed, _ := unstructured.NestedMap(u.Object, "status", "rollout"); governed {
+		return gitopsIntOrString(u, "status", "rollout", "partition")
+	}
+	return gitopsPartition(u)
+}
+
+// gitopsGovernor is status.rollout as "<revision>/<partition>"; "" when no
+// Rollout governs.
+func gitopsGovernor(u *unstructured.Unstructured) string {
+	if _, governed, _ := unstructured.NestedMap(u.Object, "status", "rollout"); !governed {
+		return ""
+	}
+	return gitopsString(u, "status", "rollout", "revision") + "/" + gitopsIntOrString(u, "status", "rollout", "partition")
+}
+
+// gitopsGrant is a Rollout's status.partitionGrant as
+// "<revision>/<partition>"; "" when it has none.
+func gitopsGrant(u *unstructured.Unstructured) string {
+	if _, found, _ := unstructured.NestedMap(u.Object, "status", "partitionGrant"); !found {
+		return ""
+	}
+	return gitopsString(u, "status", "partitionGrant", "revision") + "/" + gitopsIntOrString(u, "status", "partitionGrant", "partition")
+}
+
+// gitopsHeldIdle reports a CloneSet holding every Pod on the current
+// revision while its update revision is acknowledged (Rollout paused,
+// or aborted), every Pod ready, and a status that says so.
+func gitopsHeldIdle(u *unstructured.Unstructured) bool {
+	return gitopsObserved(u) && gitopsAcknowledged(u) && gitopsAppliedPartition(u) == "100%" &&
 		gitopsString(u, "status", "updateRevision") != gitopsString(u, "status", "currentRevision") &&
 		gitopsInt(u, "status", "updatedReplicas") == 0 && gitopsInt(u, "status", "readyReplicas") == gitopsReplicas &&
 		// Counts of the update revision that fell to 0 must say so.
 		gitopsInt(u, "status", "expectedUpdatedReplicas") == 0 && gitopsInt(u, "status", "updatedAvailableReplicas") == 0
 }
 
+// gitopsPartition is spec.updateStrategy.partition as git left it; "" when unset.
 func gitopsPartition(u *unstructured.Unstructured) string {
-	v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "updateStrategy", "partition")
-	if !found || v == nil {
-		return ""
-	}
-	return fmt.Sprint(v)
+	return gitopsIntOrString(u, "spec", "updateStrategy", "partition")
 }
 
-// gitopsOwners returns the managers whose spec entries in managedFields
-// hold the field at path, sorted.
+// gitopsOwners returns the managers whose entries in managedFields (the
+// status subresource's left out) hold the field at path, sorted.
 func gitopsOwners(u *unstructured.Unstructured, path ...string) []string {
 	var out []string
 	for _, e := range u.GetManagedFields() {
@@ -783,47 +998,28 @@ func gitopsPartitionOwners(u *unstructured.Unstructured) []string {
 	return gitopsOwners(u, "spec", "updateStrategy", "partition")
 }
 
-// expectPartitionOursOnly asserts that every version of the CloneSet since
-// mark that had a partition had it owned by the Rollout controller alone.
-func (h *gitopsHealth) expectPartitionOursOnly(g Gomega, mark int) {
-	var bad []string
-	for _, s := range h.since(g, mark, "CloneSet") {
-		if gitopsPartition(s.obj) == "" {
-			continue
-		}
-		if owners := gitopsPartitionOwners(s.obj); !slices.Equal(owners, []string{workload.FieldManager}) {
-			bad = append(bad, s.String())
-		}
-	}
-	g.Expect(bad).To(BeEmpty(), "partition owned by another manager than %s", workload.FieldManager)
-}
-
 // premature returns the spans since mark in which Flux's wait (every object
 // of the commit Current) or an Argo CD app's health (every object Healthy)
 // would have passed while the CloneSet held a template the Rollout had not
-// taken up yet: between the CloneSet's status write and the Rollout's reaction.
-func (h *gitopsHealth) premature(g Gomega, mark int) []time.Duration {
+// taken up yet. A CloneSet that waits for its Rollout reports so, so there
+// are none.
+func (h *gitopsHealth) premature(g Gomega, mark gitopsMark) []time.Duration {
 	var (
-		ro, cs *unstructured.Unstructured
+		ro, cs *gitopsSample
 		start  time.Time
 		spans  []time.Duration
 	)
 	// Both objects as they were at mark, then every change.
-	if prev := h.before(mark, "Rollout"); prev != nil {
-		ro = prev.obj
-	}
-	if prev := h.before(mark, "CloneSet"); prev != nil {
-		cs = prev.obj
-	}
+	ro, cs = h.before(mark, "Rollout"), h.before(mark, "CloneSet")
 	for _, s := range h.since(g, mark, "") {
 		if s.kind() == "Rollout" {
-			ro = s.obj
+			ro = &s
 		} else {
-			cs = s.obj
+			cs = &s
 		}
-		bad := ro != nil && cs != nil && gitopsHasStatus(ro) && gitopsHasStatus(cs) &&
-			gitopsWantRollout(ro) == gitopsCurrent && gitopsObserved(cs) && gitopsWantCloneSet(cs) == "" &&
-			gitopsString(cs, "status", "updateRevision") != gitopsString(ro, "status", "stableRevision")
+		bad := ro != nil && cs != nil && gitopsHasStatus(ro.obj) && gitopsHasStatus(cs.obj) &&
+			(ro.kstatus == "Current" && cs.kstatus == "Current" || ro.lua == "Healthy" && cs.lua == "Healthy") &&
+			gitopsString(cs.obj, "status", "updateRevision") != gitopsString(ro.obj, "status", "stableRevision")
 		switch {
 		case bad && start.IsZero():
 			start = s.at
@@ -831,6 +1027,9 @@ func (h *gitopsHealth) premature(g Gomega, mark int) []time.Duration {
 			spans = append(spans, s.at.Sub(start))
 			start = time.Time{}
 		}
+	}
+	if !start.IsZero() {
+		spans = append(spans, time.Since(start))
 	}
 	return spans
 }
