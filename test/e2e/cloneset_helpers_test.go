@@ -45,6 +45,16 @@ type bed struct {
 
 func newBed(t *testing.T, nodes int) *bed {
 	t.Helper()
+	b := newBedWithoutManager(t, nodes)
+	b.startManager(t)
+	t.Cleanup(b.stopManager)
+	return b
+}
+
+// newBedWithoutManager is a kwok cluster with the shipped RBAC installed
+// and no manager: for a test that runs the manager itself (as a process).
+func newBedWithoutManager(t *testing.T, nodes int) *bed {
+	t.Helper()
 	// STEPWISE_E2E_LOG=FILE keeps the manager's debug log for a failed run.
 	if path := os.Getenv("STEPWISE_E2E_LOG"); path != "" {
 		f, err := os.Create(path)
@@ -64,10 +74,7 @@ func newBed(t *testing.T, nodes int) *bed {
 		t.Fatal(err)
 	}
 	requireRBACEnforced(t, managerCfg)
-	b := &bed{cluster: cluster, client: c, managerCfg: managerCfg}
-	b.startManager(t)
-	t.Cleanup(b.stopManager)
-	return b
+	return &bed{cluster: cluster, client: c, managerCfg: managerCfg}
 }
 
 func (b *bed) startManager(t *testing.T) {

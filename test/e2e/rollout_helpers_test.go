@@ -94,7 +94,15 @@ func newRolloutEnv(t *testing.T) *rolloutEnv {
 	if _, err := promrunner.Available(promrunner.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	b := newBed(t, 2)
+	return newRolloutEnvOn(t, newBed(t, 2))
+}
+
+// newRolloutEnvOn adds the traffic simulator and Prometheus to a bed.
+func newRolloutEnvOn(t *testing.T, b *bed) *rolloutEnv {
+	t.Helper()
+	if _, err := promrunner.Available(promrunner.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	scheme, err := harness.NewScheme()
 	if err != nil {
 		t.Fatal(err)
