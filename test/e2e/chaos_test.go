@@ -199,4 +199,3 @@ func (m *managerProcess) stop() {
 		_ = cmd.Wait()
 	}
 }
-

@@ -121,4 +121,3 @@ func watchPartition(t *testing.T, ns, name string) func() []int32 {
 		return slices.Clone(seen)
 	}
 }
-
