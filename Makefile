@@ -33,13 +33,16 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/ and charts/stepwise.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=stepwise-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	@# The Helm chart installs the same CRDs and ClusterRole (config/chart_test.go).
+	rm -f charts/stepwise/crds/*.yaml && cp config/crd/bases/*.yaml charts/stepwise/crds/
+	cp config/rbac/role.yaml charts/stepwise/files/role.yaml
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are out of date.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 
 ##@ Test
 

@@ -71,6 +71,21 @@ func render(t *testing.T) []object {
 	if err != nil {
 		t.Fatalf("kustomize build config/default: %v", err)
 	}
+	var out []object
+	for _, r := range resMap.Resources() {
+		data, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, decodeStrict(t, data))
+	}
+	return out
+}
+
+// decodeStrict decodes one manifest (JSON) into its Go type, failing on a
+// field the type lacks.
+func decodeStrict(t *testing.T, data []byte) object {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -78,30 +93,22 @@ func render(t *testing.T) []object {
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	var out []object
-	for _, r := range resMap.Resources() {
-		data, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
-		typed, err := scheme.New(u.GroupVersionKind())
-		if err != nil {
-			t.Fatalf("%s %s: no Go type for %s: %v", u.GetKind(), u.GetName(), u.GroupVersionKind(), err)
-		}
-		strictErrs, err := kjson.UnmarshalStrict(data, typed)
-		if err != nil {
-			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-		for _, e := range strictErrs {
-			t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), e)
-		}
-		out = append(out, object{u: u, typed: typed})
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	typed, err := scheme.New(u.GroupVersionKind())
+	if err != nil {
+		t.Fatalf("%s %s: no Go type for %s: %v", u.GetKind(), u.GetName(), u.GroupVersionKind(), err)
+	}
+	strictErrs, err := kjson.UnmarshalStrict(data, typed)
+	if err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	for _, e := range strictErrs {
+		t.Errorf("%s %s: %v", u.GetKind(), u.GetName(), e)
+	}
+	return object{u: u, typed: typed}
 }
 
 func find[T runtime.Object](t *testing.T, objs []object, kind, name string) T {
@@ -599,7 +606,14 @@ func (w *warnings) take() []string {
 // the API server checks on a Deployment's Pod template with a warning only:
 // a warning here is a manager Pod that would be refused later.
 func TestDefaultAppliesToAnAPIServer(t *testing.T) {
-	objs := render(t)
+	applyToAPIServer(t, render(t))
+}
+
+// applyToAPIServer creates objs in order on a fresh envtest API server with
+// strict field validation, fails on any warning, then checks what the
+// manager's ServiceAccount may do and that the CRDs are served.
+func applyToAPIServer(t *testing.T, objs []object) {
+	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Setenv("KUBEBUILDER_ASSETS", filepath.Join("..", "bin"))
 	}

@@ -43,6 +43,14 @@ func run() error {
 		opts.AnalysisAddresses = append(opts.AnalysisAddresses, strings.Split(v, ",")...)
 		return nil
 	})
+	flag.Func("namespaces", "Namespaces the controllers watch, comma-separated or repeated; unset: every namespace. The Lease stays in --leader-election-namespace.", func(v string) error {
+		for ns := range strings.SplitSeq(v, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				opts.Namespaces = append(opts.Namespaces, ns)
+			}
+		}
+		return nil
+	})
 	flag.StringVar(&controllers, "controllers", strings.Join(manager.Controllers, ","), "Controllers to run, comma-separated: cloneset, rollout.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
