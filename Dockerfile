@@ -13,6 +13,7 @@ WORKDIR /src
 
 # Modules first, in their own layer: source edits then reuse the download.
 COPY go.mod go.sum ./
+COPY api/go.mod api/go.sum ./api/
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 

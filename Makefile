@@ -65,10 +65,13 @@ test: test-assets vet verify-generated test-unit test-integration test-e2e ## Ev
 .PHONY: vet
 vet:
 	go vet ./...
+	cd api && go vet ./...
 
 .PHONY: test-unit
 test-unit: ## Pure functions only: no API server, seconds (Prometheus-backed analysis tests included).
 	go test -count=1 $(UNIT_PKGS)
+	@# The API is a module of its own (importers pull only its dependencies).
+	cd api && go test -count=1 ./...
 
 .PHONY: test-integration
 test-integration: test-assets ## Controllers against a real kube-apiserver + etcd (envtest).
@@ -96,7 +99,9 @@ bench: test-assets ## In-place update of $(PODS) Pods on one kwok cluster; print
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
+	cd api && go vet ./...
 	$(GOLANGCI_LINT) run ./...
+	cd api && $(GOLANGCI_LINT) run ./...
 
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
