@@ -28,6 +28,21 @@ build: generate ## Build the manager and the kubectl plugin into bin/.
 	go build -o $(BIN)/manager ./cmd/manager
 	go build -o $(BIN)/kubectl-stepwise ./cmd/kubectl-stepwise
 
+# The manager image (internal/image, no Docker): make image, then load
+# dist/stepwise.tar into your nodes or make image-push IMAGE=REGISTRY/REPO:TAG.
+IMAGE     ?= ghcr.io/stepwise-dev/stepwise:dev
+PLATFORMS ?= linux/amd64,linux/arm64
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+IMAGE_ARGS = --version "$(VERSION)" --revision "$(shell git rev-parse HEAD 2>/dev/null)"
+
+.PHONY: image
+image: ## Build the manager image for this machine's platform: dist/image (OCI layout) and dist/stepwise.tar (tagged IMAGE).
+	go run ./hack/image $(IMAGE_ARGS) --oci-layout dist/image --tarball dist/stepwise.tar --tag $(IMAGE)
+
+.PHONY: image-push
+image-push: ## Build the manager image for PLATFORMS and push it to IMAGE (credentials of ~/.docker/config.json).
+	go run ./hack/image $(IMAGE_ARGS) --platforms $(PLATFORMS) --push $(IMAGE)
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object paths=./api/...
