@@ -28,7 +28,7 @@ func main() {
 func run() error {
 	var (
 		platforms, ociLayout, tarballPath, tag, push, version, revision string
-		opts                                                          image.Options
+		opts                                                            image.Options
 	)
 	flag.StringVar(&opts.Dir, "dir", ".", "Repository root.")
 	flag.StringVar(&opts.Package, "package", "./cmd/manager", "Main package to build.")
