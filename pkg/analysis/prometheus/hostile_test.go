@@ -169,7 +169,7 @@ func TestQueryMalformedAnswerIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	go func() {
 		for {
 			conn, err := l.Accept()
@@ -177,7 +177,7 @@ func TestQueryMalformedAnswerIsBounded(t *testing.T) {
 				return
 			}
 			go func() {
-				defer conn.Close()
+				defer func() { _ = conn.Close() }()
 				buf := make([]byte, 4096)
 				_, _ = conn.Read(buf)
 				_, _ = conn.Write([]byte("HTTP/1.1 2" + strings.Repeat("\x1b[31mred", 2000) + "\r\n\r\n"))

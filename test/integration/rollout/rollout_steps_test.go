@@ -53,7 +53,7 @@ func TestIdleRolloutGrantsTheStableRevisionAndNeverWritesTheCloneSet(t *testing.
 	}
 	for _, m := range cs.ManagedFields {
 		if m.Manager == workload.FieldManager && m.Subresource == "" {
-			t.Errorf("the Rollout's field manager %q wrote the CloneSet's spec: %s", workload.FieldManager, m.FieldsV1.Raw)
+			t.Errorf("the Rollout's field manager %q wrote the CloneSet's spec: %s", workload.FieldManager, m.FieldsV1.GetRawString())
 		}
 	}
 }
