@@ -26,8 +26,10 @@ func TestPermissions(t *testing.T) {
 			},
 		},
 		{
-			name:   "waiting for Pods: abort and pause, no promote before the gate",
-			change: func(r *stepwisev1.Rollout) { stepping(r, 0, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods) },
+			name: "waiting for Pods: abort and pause, no promote before the gate",
+			change: func(r *stepwisev1.Rollout) {
+				stepping(r, 0, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods)
+			},
 			want: want{
 				"promote": "the step's workload gate has not passed: its updated Pods are not all ready", "abort": "", "pause": "",
 				"retry":  "only an aborted rollout or an inconclusive analysis can be retried",

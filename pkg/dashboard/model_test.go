@@ -21,8 +21,10 @@ func TestSummarize(t *testing.T) {
 		want   Summary
 	}{
 		{
-			name:   "second step of three, workload read",
-			change: func(s *Source) { stepping(s.Rollout, 1, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods) },
+			name: "second step of three, workload read",
+			change: func(s *Source) {
+				stepping(s.Rollout, 1, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods)
+			},
 			want: Summary{Namespace: "shop", Name: "web", Phase: "Progressing", Reason: "WaitingForPods", Step: "2/3",
 				Canary: "web-7c9d8", Stable: "web-5f6b4", Replicas: 10, Updated: 5, Ready: 9},
 		},
@@ -85,9 +87,13 @@ func TestBuildDetailSteps(t *testing.T) {
 		change func(r *stepwisev1.Rollout)
 		states []string
 	}{
-		{"first step", func(r *stepwisev1.Rollout) { stepping(r, 0, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods) },
+		{"first step", func(r *stepwisev1.Rollout) {
+			stepping(r, 0, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods)
+		},
 			[]string{"current", "pending", "pending"}},
-		{"last step", func(r *stepwisev1.Rollout) { stepping(r, 2, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods) },
+		{"last step", func(r *stepwisev1.Rollout) {
+			stepping(r, 2, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods)
+		},
 			[]string{"done", "done", "current"}},
 		{"healthy", func(r *stepwisev1.Rollout) { healthy(r) }, []string{"pending", "pending", "pending"}},
 		{"aborted by the second step's analysis", func(r *stepwisev1.Rollout) {

@@ -286,7 +286,9 @@ func TestStreamPushesChanges(t *testing.T) {
 		t.Fatalf("second event %s %s (%v)", ev, data, err)
 	}
 
-	views.change(func(r *stepwisev1.Rollout) { stepping(r, 1, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods) })
+	views.change(func(r *stepwisev1.Rollout) {
+		stepping(r, 1, stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods)
+	})
 	for _, want := range []string{"list", "rollout"} {
 		ev, data := next()
 		if ev != want || !strings.Contains(data, `"step":"2/3"`) {
@@ -300,4 +302,3 @@ func TestStreamPushesChanges(t *testing.T) {
 	case <-time.After(1500 * time.Millisecond):
 	}
 }
-
