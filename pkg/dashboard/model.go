@@ -360,7 +360,8 @@ func analysis(r *stepwisev1.Rollout) *AnalysisView {
 // measured. The band is the metric's thresholdRange in the step of its
 // latest measurement (a step may override the metrics).
 func Charts(r *stepwisev1.Rollout, history []stepwisev1.Measurement) []Chart {
-	var out []Chart
+	// Never nil: the page reads the JSON's lists without checking for null.
+	out := []Chart{}
 	index := map[string]int{}
 	latestStep := map[string]int{}
 	for _, m := range history {

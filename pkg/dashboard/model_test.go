@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -135,6 +136,23 @@ func TestBuildDetailSteps(t *testing.T) {
 	}
 	if !strings.HasPrefix(d.Workload, "CloneSet web (stepwise.dev/v1alpha1), 10 replicas") {
 		t.Errorf("workload line %q", d.Workload)
+	}
+}
+
+// TestDetailListsAreNeverNull: the page reads every list of the JSON
+// without a null check, and a Rollout that was never measured, has no Pod
+// and no Event is the common first sight.
+func TestDetailListsAreNeverNull(t *testing.T) {
+	r := newTestRollout()
+	healthy(r)
+	data, err := json.Marshal(BuildDetail(Source{Rollout: r}, testNow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, list := range []string{"steps", "pods", "charts", "actions", "events"} {
+		if !strings.Contains(string(data), `"`+list+`":[`) {
+			t.Errorf("%s is not a list in %s", list, data)
+		}
 	}
 }
 

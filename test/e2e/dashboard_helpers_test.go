@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/common/model"
@@ -69,6 +71,30 @@ func newBrowser(t *testing.T, path string) context.Context {
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("starting chromium %s: %v", path, err)
 	}
+	// An exception in the page's script fails the test: the page would
+	// otherwise only look stuck.
+	var mu sync.Mutex
+	var thrown []string
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*cdpruntime.EventExceptionThrown); ok && e.ExceptionDetails != nil {
+			text := e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				text += " " + e.ExceptionDetails.Exception.Description
+			}
+			mu.Lock()
+			thrown = append(thrown, text)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, text := range thrown {
+			t.Errorf("the page threw: %s", text)
+		}
+	})
 	return ctx
 }
 

@@ -21,7 +21,7 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -31,7 +31,7 @@ function el(tag, attrs, ...children) {
 function svg(tag, attrs, ...children) {
   const e = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-  for (const c of children.flat()) if (c) e.append(c);
+  for (const c of children.flat(Infinity)) if (c) e.append(c);
   return e;
 }
 
@@ -153,7 +153,9 @@ function detailPage() {
       el("td", { class: p.ready ? "ok" : "warn", text: p.ready ? "ready" : (p.updating ? "updating in place" : "not ready") }),
       el("td", { text: p.restarts }), el("td", { text: p.phase }), el("td", { class: "muted", text: p.node || "-" }))))));
 
-  page.append(el("h2", { text: "Events" }), el("table", { id: "events" },
+  page.append(el("h2", { text: "Events" }));
+  if (!d.events.length) page.append(el("p", { class: "muted", text: "No Event about this Rollout (Events expire after an hour by default)." }));
+  else page.append(el("table", { id: "events" },
     el("thead", {}, el("tr", {}, ["Time", "Type", "Reason", "Message"].map((h) => el("th", { text: h })))),
     el("tbody", {}, d.events.map((e) => el("tr", { class: "ev-" + e.type },
       el("td", { class: "muted", text: new Date(e.time).toLocaleTimeString() + (e.count > 1 ? ` (×${e.count})` : "") }),
