@@ -91,7 +91,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	if _, err := h.rollouts.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { h.rolloutChanged(o) },
 		UpdateFunc: func(_, o any) { h.rolloutChanged(o) },
-		DeleteFunc: func(any) { h.notify() },
+		DeleteFunc: func(o any) { h.rolloutDeleted(o) },
 	}); err != nil {
 		return fmt.Errorf("setting up the Rollout watch: %w", err)
 	}
@@ -173,6 +173,20 @@ func (h *Hub) rolloutChanged(o any) {
 		if gvr, err := cli.WorkloadResource(r.Spec.WorkloadRef); err == nil {
 			h.watchWorkloads(gvr)
 		}
+	}
+	h.notify()
+}
+
+// rolloutDeleted forgets a deleted Rollout's measurements: a Rollout made
+// again under the same name starts a new history.
+func (h *Hub) rolloutDeleted(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		h.mu.Lock()
+		delete(h.history, u.GetNamespace()+"/"+u.GetName())
+		h.mu.Unlock()
 	}
 	h.notify()
 }

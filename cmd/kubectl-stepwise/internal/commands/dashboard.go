@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -121,17 +124,32 @@ func (e *env) clients() (dynamic.Interface, kubernetes.Interface, error) {
 	return dyn, kube, nil
 }
 
-// openBrowser hands the URL to the desktop's opener; the dashboard runs
-// whether or not that works.
+// openBrowser hands the desktop's opener a file, readable by this user
+// only, that redirects to the URL: the session token would be visible to
+// every user of the machine in the opener's command line. The dashboard
+// runs whether or not this works.
 func openBrowser(url string) error {
+	f, err := os.CreateTemp("", "stepwise-dashboard-*.html")
+	if err != nil {
+		return err
+	}
+	page := `<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=` + html.EscapeString(url) + `"><title>Stepwise</title>`
+	if _, err := f.WriteString(page); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	target := "file://" + filepath.ToSlash(f.Name())
 	var cmd *exec.Cmd
 	switch runtime.GOOS {
 	case "darwin":
-		cmd = exec.Command("open", url)
+		cmd = exec.Command("open", target)
 	case "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", target)
 	default:
-		cmd = exec.Command("xdg-open", url)
+		cmd = exec.Command("xdg-open", target)
 	}
 	if err := cmd.Start(); err != nil {
 		return err
