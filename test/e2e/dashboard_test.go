@@ -119,7 +119,10 @@ new MutationObserver(() => {
 		p.t = t
 		shot := os.Getenv("STEPWISE_UPDATE_SCREENSHOT") == "1"
 		deadline := time.Now().Add(dashboardTimeout)
-		for p.eval(`document.querySelector("h1 [data-phase]") ? document.querySelector("h1 [data-phase]").dataset.phase : ""`) != "Healthy" || p.eval(`String(window.__seen.some(k => k.startsWith("step")))`) != "true" {
+		// One expression, so that the page cannot change between two reads.
+		done := `(() => { const s = window.__seen; const i = s.findIndex(k => k.startsWith("step 3"));
+  return String(i >= 0 && s.slice(i).some(k => k.startsWith("Healthy"))); })()`
+		for p.eval(done) != "true" {
 			if time.Now().After(deadline) {
 				t.Fatalf("good never became Healthy after its steps; seen %s\npage:\n%s", p.eval(`JSON.stringify(window.__seen)`), p.text())
 			}
