@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/gomega"
@@ -71,18 +73,29 @@ func newBrowser(t *testing.T, path string) context.Context {
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("starting chromium %s: %v", path, err)
 	}
-	// An exception in the page's script fails the test: the page would
-	// otherwise only look stuck.
+	// An exception in the page's script fails the test (the page would
+	// otherwise only look stuck), and so does a request to anything but
+	// 127.0.0.1: the page must need no network (no CDN, no font).
 	var mu sync.Mutex
-	var thrown []string
+	var problems []string
 	if err := chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*cdpruntime.EventExceptionThrown); ok && e.ExceptionDetails != nil {
-			text := e.ExceptionDetails.Text
-			if e.ExceptionDetails.Exception != nil {
-				text += " " + e.ExceptionDetails.Exception.Description
+		var problem string
+		switch e := ev.(type) {
+		case *cdpruntime.EventExceptionThrown:
+			if e.ExceptionDetails != nil {
+				problem = "the page threw: " + e.ExceptionDetails.Text
+				if e.ExceptionDetails.Exception != nil {
+					problem += " " + e.ExceptionDetails.Exception.Description
+				}
 			}
+		case *network.EventRequestWillBeSent:
+			if u := e.Request.URL; !strings.HasPrefix(u, "http://127.0.0.1:") && !strings.HasPrefix(u, "about:") && !strings.HasPrefix(u, "data:") {
+				problem = "the page asked for " + u
+			}
+		}
+		if problem != "" {
 			mu.Lock()
-			thrown = append(thrown, text)
+			problems = append(problems, problem)
 			mu.Unlock()
 		}
 	}); err != nil {
@@ -91,8 +104,8 @@ func newBrowser(t *testing.T, path string) context.Context {
 	t.Cleanup(func() {
 		mu.Lock()
 		defer mu.Unlock()
-		for _, text := range thrown {
-			t.Errorf("the page threw: %s", text)
+		for _, p := range problems {
+			t.Error(p)
 		}
 	})
 	return ctx
