@@ -32,13 +32,11 @@ import (
 // the caller's credentials, so the dashboard shows what they may read.
 type Hub struct {
 	dyn       dynamic.Interface
-	kube      kubernetes.Interface
 	namespace string
 
 	rollouts cache.SharedIndexInformer
 	pods     cache.SharedIndexInformer
 	events   cache.SharedIndexInformer
-	started  []cache.InformerSynced
 
 	ctx context.Context
 
@@ -62,7 +60,7 @@ type kindWatch struct {
 // every namespace, which needs cluster-wide list and watch rights.
 func NewHub(dyn dynamic.Interface, kube kubernetes.Interface, namespace string) *Hub {
 	h := &Hub{
-		dyn: dyn, kube: kube, namespace: namespace,
+		dyn: dyn, namespace: namespace,
 		workloads: map[schema.GroupVersionResource]*kindWatch{},
 		denied:    map[string]string{},
 		history:   map[string][]stepwisev1.Measurement{},
