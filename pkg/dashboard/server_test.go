@@ -302,3 +302,42 @@ func TestStreamPushesChanges(t *testing.T) {
 	case <-time.After(1500 * time.Millisecond):
 	}
 }
+
+// TestAssetsAreEmbeddedAndConfined: the page and its script come from the
+// binary, and the policy lets the page load nothing from elsewhere.
+func TestAssetsAreEmbeddedAndConfined(t *testing.T) {
+	s, _, _, base := newTestServer(t)
+	cookie := (&http.Cookie{Name: s.cookieName(), Value: s.Token()}).String()
+	for path, want := range map[string]string{
+		"/assets/app.js":  "new EventSource(",
+		"/assets/app.css": "svg.chart",
+		"/":               `<script src="/assets/app.js" defer></script>`,
+	} {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("Cookie", cookie)
+		res, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+		}
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(b.String(), want) {
+			t.Errorf("GET %s: %d, want 200 with %q", path, res.StatusCode, want)
+		}
+		csp := res.Header.Get("Content-Security-Policy")
+		for _, d := range []string{"default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"} {
+			if !strings.Contains(csp, d) {
+				t.Errorf("GET %s: policy %q lacks %q", path, csp, d)
+			}
+		}
+		// The SVG namespace is a name, not an address.
+		body := strings.ReplaceAll(b.String(), `"http://www.w3.org/2000/svg"`, "")
+		if strings.Contains(body, "http://") || strings.Contains(body, "https://") {
+			t.Errorf("GET %s names another origin:\n%s", path, body)
+		}
+	}
+}
