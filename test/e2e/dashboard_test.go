@@ -209,6 +209,25 @@ new MutationObserver(() => {
 		}, rolloutTimeout, rolloutPoll).Should(Succeed())
 		p.wait("the abort button disabled", `document.querySelector('button[data-action="abort"]').disabled`, 30*time.Second)
 	})
+
+	t.Run("RetryThenPromoteFromThePage", func(t *testing.T) {
+		p.t = t
+		p.send("retry")
+		p.wait("held at step 1 again, awaiting a promote", `document.querySelector('h1 [data-phase="Paused"]') && document.querySelector('li[data-step="1"][data-state="current"]') && !document.querySelector('button[data-action="promote"]').disabled`, dashboardTimeout)
+		p.send("promote")
+		p.wait("held Healthy", `document.querySelector('h1 [data-phase="Healthy"]')`, dashboardTimeout)
+		NewWithT(t).Expect(p.text()).To(SatisfyAll(ContainSubstring("Retried"), ContainSubstring("Promoted"), ContainSubstring("RolloutCompleted")))
+	})
+}
+
+// send clicks a request's button, confirms, and waits for the answer.
+func (p *page) send(action string) {
+	p.t.Helper()
+	p.wait(action+" enabled", `!document.querySelector('button[data-action="`+action+`"]').disabled`, time.Minute)
+	p.do(chromedp.Click(chromedp.CSS(`button[data-action="` + action + `"]`)))
+	p.wait("the confirmation", `document.getElementById("confirm").open`, 10*time.Second)
+	p.do(chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+	p.wait(action+" sent", `document.getElementById("result") && document.getElementById("result").textContent.includes(": `+action+` requested (")`, 30*time.Second)
 }
 
 func saveScreenshot(t *testing.T, p *page) {
