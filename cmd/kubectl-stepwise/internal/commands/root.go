@@ -123,6 +123,7 @@ func NewRootCommand(streams genericiooptions.IOStreams, opts Options) *cobra.Com
 	e.config.AddFlags(root.PersistentFlags())
 
 	root.AddCommand(newGetCommand(e), newStatusCommand(e), newPlanCommand(e))
+	root.AddCommand(newDashboardCommand(e))
 	for _, a := range cli.Actions() {
 		root.AddCommand(newActionCommand(e, a))
 	}
