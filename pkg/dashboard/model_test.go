@@ -334,7 +334,7 @@ func TestMergeMeasurements(t *testing.T) {
 		}
 		history = MergeMeasurements(history, more)
 		if len(history) != MaxHistory || history[0].Time.Time != testNow.Add(10*time.Second) {
-			t.Errorf("%d kept, first at %s", len(history), history[0].Time.Time.Sub(testNow))
+			t.Errorf("%d kept, first at %s", len(history), history[0].Time.Sub(testNow))
 		}
 	})
 }

@@ -117,7 +117,7 @@ func do(t *testing.T, method, u string, header http.Header) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	var b strings.Builder
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
@@ -245,7 +245,7 @@ func TestStreamPushesChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}

@@ -256,9 +256,6 @@ func (p *page) wait(what, expr string, timeout time.Duration) {
 	p.t.Fatalf("the page never showed %s (last: %s)\npage:\n%s", what, last, p.text())
 }
 
-// jsString quotes s for a JS expression.
-func jsString(s string) string { return fmt.Sprintf("%q", s) }
-
 // repoPath is a path in the repository.
 func repoPath(t *testing.T, parts ...string) string {
 	t.Helper()
