@@ -14,6 +14,7 @@ import (
 
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
 	"github.com/stepwise-dev/stepwise/internal/manager"
+	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
 func main() {
@@ -41,6 +42,10 @@ func run() error {
 	flag.IntVar(&opts.RolloutConcurrency, "rollout-concurrency", manager.DefaultRolloutConcurrency, "Rollouts reconciled in parallel; a query to a slow Prometheus holds one worker for up to its analysis interval (at most 30s).")
 	flag.Func(rollout.AnalysisAddressesFlag, "Prometheus addresses analysis may query, comma-separated or repeated: URL prefixes (https://thanos.example/tenant-a) or hosts (prometheus.monitoring:9090). Unset: any address. See docs/security.md.", func(v string) error {
 		opts.AnalysisAddresses = append(opts.AnalysisAddresses, strings.Split(v, ",")...)
+		return nil
+	})
+	flag.Func(notification.AllowedAddressesFlag, "Addresses the webhooks of spec.notifications may post to, comma-separated or repeated: URL prefixes (https://hooks.slack.com/services) or hosts (alertmanager.monitoring:9093). Unset: any address. See docs/notifications.md.", func(v string) error {
+		opts.NotificationAddresses = append(opts.NotificationAddresses, strings.Split(v, ",")...)
 		return nil
 	})
 	flag.StringVar(&controllers, "controllers", strings.Join(manager.Controllers, ","), "Controllers to run, comma-separated: cloneset, rollout.")
