@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"strconv"
 	"sync"
@@ -101,12 +102,14 @@ type notifyJob struct {
 	message notification.Message
 }
 
-// NotifierQueueSize bounds the transitions waiting to be posted; past it a
-// transition is dropped with a Warning Event rather than hold a reconcile.
-const NotifierQueueSize = 256
+// NotifierQueueSize bounds the transitions waiting to be posted, per
+// worker; past it a transition is dropped with a Warning Event rather than
+// hold a reconcile.
+const NotifierQueueSize = 64
 
-// notifierWorkers post in parallel, so that one webhook that does not
-// answer holds only its own worker.
+// notifierWorkers post in parallel, each from its own queue. A Rollout's
+// transitions always go to the same worker, so they arrive in the order
+// they happened; a webhook that does not answer holds only its worker.
 const notifierWorkers = 4
 
 // Notifier posts phase transitions to webhooks off the reconcile workers:
@@ -126,8 +129,8 @@ type Notifier struct {
 	// Client posts; notification.NewClient when nil.
 	Client *http.Client
 
-	once  sync.Once
-	queue chan notifyJob
+	once   sync.Once
+	queues []chan notifyJob
 }
 
 // NewNotifier builds a Notifier whose allow-list is the manager flag
@@ -142,7 +145,10 @@ func NewNotifier(reader client.Reader, recorder events.EventRecorder, allowed []
 
 func (n *Notifier) init() {
 	n.once.Do(func() {
-		n.queue = make(chan notifyJob, NotifierQueueSize)
+		n.queues = make([]chan notifyJob, notifierWorkers)
+		for i := range n.queues {
+			n.queues[i] = make(chan notifyJob, NotifierQueueSize)
+		}
 		if n.Policy == (notification.Policy{}) {
 			n.Policy = notification.DefaultPolicy
 		}
@@ -160,13 +166,13 @@ func (n *Notifier) NeedLeaderElection() bool { return true }
 func (n *Notifier) Start(ctx context.Context) error {
 	n.init()
 	var wg sync.WaitGroup
-	for range notifierWorkers {
+	for _, queue := range n.queues {
 		wg.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case job := <-n.queue:
+				case job := <-queue:
 					n.post(ctx, job)
 				}
 			}
@@ -179,8 +185,10 @@ func (n *Notifier) Start(ctx context.Context) error {
 // enqueue never blocks: a full queue drops the transition, with a Warning.
 func (n *Notifier) enqueue(job notifyJob) bool {
 	n.init()
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(job.rollout.Namespace + "/" + job.rollout.Name))
 	select {
-	case n.queue <- job:
+	case n.queues[h.Sum32()%uint32(len(n.queues))] <- job:
 		return true
 	default:
 		return false
@@ -197,8 +205,12 @@ func (n *Notifier) post(ctx context.Context, job notifyJob) {
 		}
 		if err != nil {
 			log.FromContext(ctx).Info("notification not delivered", "rollout", client.ObjectKeyFromObject(ro), "webhook", h.Name, "phase", job.message.Phase, "error", err.Error())
+			after := ""
+			if attempts > 0 {
+				after = fmt.Sprintf(" after %d attempt(s)", attempts)
+			}
 			n.event(ro, corev1.EventTypeWarning, v1alpha1.EventNotificationFailed,
-				"webhook %s: %s not posted after %d attempt(s): %v; it will not be posted again", h.Name, transitionText(job.message), attempts, err)
+				"webhook %s: %s not posted%s: %v; it will not be posted again", h.Name, transitionText(job.message), after, err)
 			continue
 		}
 		n.event(ro, corev1.EventTypeNormal, v1alpha1.EventNotificationSent, "webhook %s: %s posted", h.Name, transitionText(job.message))

@@ -121,3 +121,38 @@ func TestNotificationWants(t *testing.T) {
 		t.Error("a webhook without phases does not want Paused")
 	}
 }
+
+// TestNotifierEnqueueNeverBlocks: with its workers stuck (here: not
+// started), a full queue drops the transition at once instead of holding
+// the reconcile that hands it over; a Rollout's transitions share one
+// queue, so they are posted in order.
+func TestNotifierEnqueueNeverBlocks(t *testing.T) {
+	n := &Notifier{}
+	job := func(name string) notifyJob {
+		return notifyJob{rollout: &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}}
+	}
+	for i := range NotifierQueueSize {
+		if !n.enqueue(job("web")) {
+			t.Fatalf("transition %d dropped before the queue is full", i)
+		}
+	}
+	done := make(chan bool)
+	go func() { done <- n.enqueue(job("web")) }()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("a transition past the queue's size was accepted")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("enqueue blocked on a full queue")
+	}
+	used := 0
+	for _, q := range n.queues {
+		if len(q) > 0 {
+			used++
+		}
+	}
+	if used != 1 {
+		t.Errorf("one Rollout's transitions went to %d queues, want 1", used)
+	}
+}
