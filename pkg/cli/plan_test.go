@@ -315,7 +315,7 @@ func TestValidatePlan(t *testing.T) {
 	}
 	r.Spec.Steps = nil
 	err := ValidatePlan(context.Background(), r)
-	if err == nil || !strings.Contains(err.Error(), `the planned rollout would be refused: Rollout.stepwise.dev "web" is invalid: spec.steps: Required value`) {
+	if err == nil || !strings.Contains(err.Error(), `the planned rollout would be refused: Rollout.stepwise.dev "web" is invalid: [spec.steps: Required value`) {
 		t.Errorf("a Rollout without steps: err = %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"math"
 	"strings"
 
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -33,6 +34,8 @@ type Validator struct {
 	schema     apiservervalidation.SchemaValidator
 	// cel is nil when the schema has no x-kubernetes-validations.
 	cel *cel.Validator
+	// scale is the scale subresource's paths; nil without one.
+	scale *apiextensionsv1.CustomResourceSubresourceScale
 }
 
 // Shipped returns the validator of a kind served by the CRDs in config/crd.
@@ -62,9 +65,13 @@ func Shipped(gvk schema.GroupVersionKind) (*Validator, error) {
 // structural with defaults pruned.
 func New(c *apiextensionsv1.CustomResourceDefinition, version string) (*Validator, error) {
 	var v1schema *apiextensionsv1.CustomResourceValidation
+	var scale *apiextensionsv1.CustomResourceSubresourceScale
 	for _, ver := range c.Spec.Versions {
 		if ver.Name == version {
 			v1schema = ver.Schema
+			if ver.Subresources != nil {
+				scale = ver.Subresources.Scale
+			}
 		}
 	}
 	if v1schema == nil || v1schema.OpenAPIV3Schema == nil {
@@ -91,6 +98,7 @@ func New(c *apiextensionsv1.CustomResourceDefinition, version string) (*Validato
 		structural: s,
 		schema:     sv,
 		cel:        cel.NewValidator(s, true, celconfig.PerCallLimit),
+		scale:      scale,
 	}, nil
 }
 
@@ -122,15 +130,22 @@ func (v *Validator) Validate(ctx context.Context, obj *unstructured.Unstructured
 	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(obj.Object, v.structural)
 	structuraldefaulting.Default(obj.Object, v.structural)
 
+	// In the API server's order (customresource strategy and validator),
+	// so that the same object gives the same message.
 	errs := v.validateMeta(obj)
 	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, obj.Object, v.schema)...)
+	errs = append(errs, v.validateScale(obj)...)
 	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj.Object, v.structural, false)...)
 	errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, v.structural, obj.Object)...)
-	// As the API server: CEL rules run only on an object whose types are
-	// right, since a rule would otherwise read a string as a number.
-	if v.cel != nil && !hasTypeError(errs) {
-		celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj.Object, nil, celconfig.RuntimeCELCostBudget)
-		errs = append(errs, celErrs...)
+	if v.cel != nil {
+		// CEL rules run only on an object without blocking errors, since a
+		// rule would otherwise read a string as a number.
+		if blocking(errs) {
+			errs = append(errs, field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
+		} else {
+			celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj.Object, nil, celconfig.RuntimeCELCostBudget)
+			errs = append(errs, celErrs...)
+		}
 	}
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(v.gvk.GroupKind(), obj.GetName(), errs)
@@ -145,9 +160,32 @@ func (v *Validator) validateMeta(obj *unstructured.Unstructured) field.ErrorList
 	return metavalidation.ValidateObjectMetaAccessor(obj, obj.GetNamespace() != "", metavalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 }
 
-func hasTypeError(errs field.ErrorList) bool {
+// validateScale checks the replicas paths of the scale subresource, as the
+// API server does on every write.
+func (v *Validator) validateScale(obj *unstructured.Unstructured) field.ErrorList {
+	if v.scale == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, p := range []string{v.scale.SpecReplicasPath, v.scale.StatusReplicasPath} {
+		n, _, err := unstructured.NestedInt64(obj.Object, strings.Split(strings.TrimPrefix(p, "."), ".")...)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(field.NewPath(p), n, err.Error()))
+		case n < 0:
+			errs = append(errs, field.Invalid(field.NewPath(p), n, "should be a non-negative integer"))
+		case n > math.MaxInt32:
+			errs = append(errs, field.Invalid(field.NewPath(p), n, fmt.Sprintf("should be less than or equal to %v", math.MaxInt32)))
+		}
+	}
+	return errs
+}
+
+// blocking reports errors after which the API server skips the CEL rules.
+func blocking(errs field.ErrorList) bool {
 	for _, e := range errs {
-		if e.Type == field.ErrorTypeTypeInvalid {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
 			return true
 		}
 	}

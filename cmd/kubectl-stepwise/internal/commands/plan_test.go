@@ -108,7 +108,7 @@ func TestPlanFromFile(t *testing.T) {
 			name:    "wrong_type",
 			args:    []string{"plan", "-f", "-", "--steps", "100%"},
 			stdin:   strings.Replace(planCloneSet, "replicas: 4", "replicas: four", 1),
-			wantErr: `error: -: CloneSet.stepwise.dev "web" is invalid: spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer`,
+			wantErr: `error: -: CloneSet.stepwise.dev "web" is invalid: [spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer`,
 		},
 		{
 			name:    "several_cloneSets_without_a_name",
