@@ -209,11 +209,11 @@ func (n *Notifier) post(ctx context.Context, job notifyJob) {
 			if attempts > 0 {
 				after = fmt.Sprintf(" after %d attempt(s)", attempts)
 			}
-			n.event(ro, corev1.EventTypeWarning, v1alpha1.EventNotificationFailed,
+			n.event(ro, h.Name, corev1.EventTypeWarning, v1alpha1.EventNotificationFailed,
 				"webhook %s: %s not posted%s: %v; it will not be posted again", h.Name, transitionText(job.message), after, err)
 			continue
 		}
-		n.event(ro, corev1.EventTypeNormal, v1alpha1.EventNotificationSent, "webhook %s: %s posted", h.Name, transitionText(job.message))
+		n.event(ro, h.Name, corev1.EventTypeNormal, v1alpha1.EventNotificationSent, "webhook %s: %s posted", h.Name, transitionText(job.message))
 	}
 }
 
@@ -238,11 +238,14 @@ func (n *Notifier) postOne(ctx context.Context, ro *v1alpha1.Rollout, h v1alpha1
 	return notification.Post(ctx, n.Client, u, m.ID, body, n.Policy)
 }
 
-func (n *Notifier) event(ro *v1alpha1.Rollout, typ, reason, format string, args ...any) {
+// event records on the Rollout. The action names the webhook: the events
+// API folds Events of the same reason and action into one series that
+// keeps the first note, and one webhook's failure must not hide another's.
+func (n *Notifier) event(ro *v1alpha1.Rollout, hook, typ, reason, format string, args ...any) {
 	if n.Recorder == nil {
 		return
 	}
-	n.Recorder.Eventf(ro, nil, typ, reason, reason, format, args...)
+	n.Recorder.Eventf(ro, nil, typ, reason, "Notify/"+hook, format, args...)
 }
 
 func transitionText(m notification.Message) string {
