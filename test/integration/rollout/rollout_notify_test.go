@@ -167,22 +167,34 @@ func TestNotificationsPostEachTransitionOnce(t *testing.T) {
 
 // TestNotificationReceiverDown: a webhook that is down is retried, then
 // given up on with a Warning Event, and the release goes on without
-// waiting for it; a URL outside the allow-list is never connected to.
+// waiting for it, nor for one that never answers; a URL outside the
+// allow-list is never connected to.
 func TestNotificationReceiverDown(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	recv := newWebhookReceiver(t)
 	down := unreachableAddress(t)
+	// hung accepts the request and never answers, until the test ends.
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) })
 	createWebhookSecret(t, ns, "webhooks", map[string]string{
 		"down":    down + "/hook/SECRET",
+		"hung":    hung.URL + "/hook",
 		"outside": recv.srv.URL + "/outside",
 	})
 	createCloneSet(t, newCloneSet(ns, "web", 4, "1.0.0"))
 	autopilot(t, ns, "web")
-	downHost := strings.TrimPrefix(down, "http://")
-	startController(t, ns, fastDelivery, func(o *manager.Options) { o.NotificationAddresses = []string{downHost} })
+	allowed := []string{strings.TrimPrefix(down, "http://"), strings.TrimPrefix(hung.URL, "http://")}
+	// Each post to the hung webhook holds its worker for 10s: a reconcile
+	// that waited for it would take 20s for the two transitions.
+	startController(t, ns, func(o *manager.Options) {
+		o.NotificationAddresses = allowed
+		o.NotificationPolicy = notification.Policy{Attempts: 3, Backoff: 200 * time.Millisecond, Timeout: 10 * time.Second}
+	})
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%")), stepAt(num(0)))
-	ro.Spec.Notifications = []stepwisev1.Notification{webhook("down", "down", ""), webhook("outside", "outside", "")}
+	ro.Spec.Notifications = []stepwisev1.Notification{webhook("down", "down", ""), webhook("hung", "hung", ""), webhook("outside", "outside", "")}
 	createRollout(t, ro)
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
 
@@ -193,7 +205,11 @@ func TestNotificationReceiverDown(t *testing.T) {
 		g.Expect(ro.Status.StableRevision).To(Equal("web-2-0-0"))
 		g.Expect(ro.Status.Notifications.Sequence).To(BeEquivalentTo(2))
 	})
-	t.Logf("release completed in %v with its webhook down", time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	t.Logf("release completed in %v with one webhook down and one hung", took.Round(time.Millisecond))
+	if took > 8*time.Second {
+		t.Errorf("the release took %v: it waited for a webhook", took)
+	}
 
 	failed := waitForEvent(t, ns, "web", stepwisev1.EventNotificationFailed, "webhook down: Healthy → Progressing not posted after 3 attempt(s)", "connection refused", "will not be posted again")
 	if failed.Type != corev1.EventTypeWarning {
@@ -204,6 +220,7 @@ func TestNotificationReceiverDown(t *testing.T) {
 		return occurrences(withNote(events(t, ns, "web", stepwisev1.EventNotificationFailed), "webhook down:"))
 	}).WithTimeout(timeout).WithPolling(poll).Should(Equal(2))
 	waitForEvent(t, ns, "web", stepwisev1.EventNotificationFailed, "webhook outside: Healthy → Progressing not posted: secret webhooks key outside: host ", "is not allowed by the manager's --notification-allowed-addresses")
+	waitForEvent(t, ns, "web", stepwisev1.EventNotificationFailed, "webhook hung: Healthy → Progressing not posted after 1 attempt(s): the webhook did not answer in time")
 	for _, e := range events(t, ns, "web", stepwisev1.EventNotificationFailed) {
 		if strings.Contains(e.Note, "SECRET") {
 			t.Errorf("an Event quotes a webhook URL's path: %s", e.Note)
