@@ -69,24 +69,26 @@ func (r *Reconciler) planNotification(rd *round) {
 	if send == nil {
 		return
 	}
+	// A copy: the job outlives the reconcile, on another goroutine.
+	cp := ro.DeepCopy()
 	job := notifyJob{
-		rollout: ro.DeepCopy(),
+		rollout: cp,
 		message: notification.Message{
-			ID:             string(ro.UID) + "/" + strconv.FormatInt(send.Sequence, 10),
-			Namespace:      ro.Namespace,
-			Rollout:        ro.Name,
+			ID:             string(cp.UID) + "/" + strconv.FormatInt(send.Sequence, 10),
+			Namespace:      cp.Namespace,
+			Rollout:        cp.Name,
 			Phase:          string(send.Phase),
 			PreviousPhase:  string(send.PreviousPhase),
-			Reason:         ro.Status.Reason,
-			Message:        ro.Status.Message,
-			StableRevision: ro.Status.StableRevision,
-			CanaryRevision: ro.Status.CanaryRevision,
-			Step:           ro.Status.CurrentStepIndex,
-			Steps:          len(ro.Spec.Steps),
+			Reason:         cp.Status.Reason,
+			Message:        cp.Status.Message,
+			StableRevision: cp.Status.StableRevision,
+			CanaryRevision: cp.Status.CanaryRevision,
+			Step:           cp.Status.CurrentStepIndex,
+			Steps:          len(cp.Spec.Steps),
 			Time:           send.TransitionTime.Time,
 		},
 	}
-	for _, h := range ro.Spec.Notifications {
+	for _, h := range cp.Spec.Notifications {
 		if h.Wants(send.Phase) {
 			job.hooks = append(job.hooks, h)
 		}
