@@ -168,6 +168,12 @@ const (
 	// set, after the canary's readiness plus the query's lookback and the
 	// scrape margin (or initialDelay), and says why then.
 	EventMeasurementScheduled = "MeasurementScheduled"
+	// EventNotificationSent: a webhook of spec.notifications accepted a
+	// phase transition.
+	EventNotificationSent = "NotificationSent"
+	// EventNotificationFailed: a Warning that a webhook was not posted to,
+	// or refused, after its retries; the transition is not posted again.
+	EventNotificationFailed = "NotificationFailed"
 )
 
 // Defaults applied in code, not by the CRD schema: a step's analysis

@@ -109,6 +109,15 @@ type RolloutSpec struct {
 	// Rollbacks (to the stable revision, or a semver downgrade) and aborts still happen.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// Notifications are webhooks posted to when the phase changes
+	// (Progressing, Paused, Aborted, Healthy), each transition at most
+	// once. See docs/notifications.md.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Notifications []Notification `json:"notifications,omitempty"`
 }
 
 // WorkloadReference names a workload in the Rollout's namespace.
@@ -528,6 +537,11 @@ type RolloutStatus struct {
 	// LastHandledResumeAt is the last stepwise.dev/resume-at value handled.
 	// +optional
 	LastHandledResumeAt string `json:"lastHandledResumeAt,omitempty"`
+
+	// Notifications is the last phase transition decided for
+	// spec.notifications; unset while there are none.
+	// +optional
+	Notifications *NotificationStatus `json:"notifications,omitempty"`
 
 	// Conditions: Ready, Reconciling, Stalled (Flux semantics, for kstatus)
 	// and PartitionConflict.

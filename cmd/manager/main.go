@@ -14,6 +14,7 @@ import (
 
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
 	"github.com/stepwise-dev/stepwise/internal/manager"
+	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
 func main() {
@@ -49,6 +50,10 @@ func run() error {
 				opts.Namespaces = append(opts.Namespaces, ns)
 			}
 		}
+		return nil
+	})
+	flag.Func(notification.AllowedAddressesFlag, "Addresses the webhooks of spec.notifications may post to, comma-separated or repeated: URL prefixes (https://hooks.slack.com/services) or hosts (alertmanager.monitoring:9093). Unset: any address. See docs/notifications.md.", func(v string) error {
+		opts.NotificationAddresses = append(opts.NotificationAddresses, strings.Split(v, ",")...)
 		return nil
 	})
 	flag.StringVar(&controllers, "controllers", strings.Join(manager.Controllers, ","), "Controllers to run, comma-separated: cloneset, rollout.")

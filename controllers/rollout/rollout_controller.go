@@ -68,6 +68,10 @@ type Reconciler struct {
 	// Error measurement before any Secret is read or connection made. Set
 	// from the manager's flag AnalysisAddressesFlag.
 	AnalysisAddresses []string
+	// Notifier posts phase transitions to spec.notifications off the
+	// reconcile; with none, spec.notifications is ignored and nothing is
+	// recorded in status.notifications.
+	Notifier *Notifier
 
 	// cache reads workloads, including the unstructured OpenKruise
 	// CloneSet, which the manager's client would read live. Set by
@@ -179,6 +183,9 @@ type round struct {
 	// rolloutStart is the canary revision's creation when this round ends
 	// the rollout (completed or aborted), for the duration metric.
 	rolloutStart time.Time
+	// notify is the phase transition to post once the status that records
+	// it is written; nil when none.
+	notify *notifyJob
 }
 
 // problem is a condition that prevented a decision. A terminal one sets
@@ -317,6 +324,12 @@ func (r *Reconciler) finish(ctx context.Context, original *v1alpha1.Rollout, rd 
 	}
 	ro := rd.ro
 	setConditions(ro, rd, reconcileErr)
+	if r.Notifier != nil {
+		// Intent before act, as for the partition: the transition is
+		// recorded in the status written below, and posted only once that
+		// write succeeded, so no manager posts it twice.
+		r.planNotification(rd)
+	}
 	if reconcileErr == nil {
 		ro.Status.ObservedGeneration = ro.Generation
 		if token, ok := meta.ReconcileAnnotationValue(ro.Annotations); ok {
@@ -336,6 +349,10 @@ func (r *Reconciler) finish(ctx context.Context, original *v1alpha1.Rollout, rd 
 		}
 	}
 	r.record(original, rd)
+	if rd.notify != nil && !r.Notifier.enqueue(*rd.notify) {
+		r.event(ro, step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventNotificationFailed,
+			Message: fmt.Sprintf("%s not posted: %d transitions already wait to be posted by this Rollout's worker; it will not be posted again", transitionText(rd.notify.message), NotifierQueueSize)})
+	}
 	if reconcileErr == nil && rd.apply != nil {
 		// Only now that the decision is on record: had the status write
 		// been lost, the next round would read this move as another

@@ -22,6 +22,7 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/cloneset"
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
 // Controller names, as --controllers and Options.Controllers take them and
@@ -79,6 +80,10 @@ type Options struct {
 	// AnalysisAddresses restricts where analysis may connect (URL prefixes
 	// or hosts, see rollout.Reconciler); empty allows any address.
 	AnalysisAddresses []string
+	// NotificationAddresses restricts where the webhooks of
+	// spec.notifications may connect (same entries as AnalysisAddresses);
+	// empty allows any address.
+	NotificationAddresses []string
 	// Namespaces limits the cache, and so every controller, to these
 	// namespaces; empty watches all.
 	Namespaces []string
@@ -96,6 +101,9 @@ type Options struct {
 	Clock clock.PassiveClock
 	// ProviderFactory replaces how the Rollout reaches Prometheus.
 	ProviderFactory rollout.ProviderFactory
+	// NotificationPolicy replaces notification.DefaultPolicy (attempts,
+	// backoff, timeout of a webhook delivery).
+	NotificationPolicy notification.Policy
 	// WrapRolloutClient wraps the Rollout controller's client, to inject
 	// API faults (a lost status write) around the real one.
 	WrapRolloutClient func(client.Client) client.Client
@@ -199,15 +207,26 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		if opts.WrapRolloutClient != nil {
 			rolloutClient = opts.WrapRolloutClient(rolloutClient)
 		}
+		recorder := mgr.GetEventRecorder("stepwise-rollout")
+		// Webhooks are posted by the Notifier's own workers, never by a
+		// reconcile, which only hands it what its status write recorded.
+		notifier, err := rollout.NewNotifier(mgr.GetAPIReader(), recorder, opts.NotificationAddresses, opts.NotificationPolicy)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(notifier); err != nil {
+			return nil, fmt.Errorf("adding the notifier: %w", err)
+		}
 		if err := (&rollout.Reconciler{
 			Client:            rolloutClient,
 			APIReader:         mgr.GetAPIReader(),
 			Scheme:            scheme,
-			Recorder:          mgr.GetEventRecorder("stepwise-rollout"),
+			Recorder:          recorder,
 			Metrics:           m.RolloutMetrics,
 			Clock:             opts.Clock,
 			ProviderFactory:   opts.ProviderFactory,
 			AnalysisAddresses: opts.AnalysisAddresses,
+			Notifier:          notifier,
 		}).SetupWithManager(mgr, orDefault(opts.RolloutConcurrency, DefaultRolloutConcurrency)); err != nil {
 			return nil, fmt.Errorf("setting up Rollout controller: %w", err)
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -303,5 +304,18 @@ func TestPlanQueryIsTheDocumentedOne(t *testing.T) {
 	squash := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 	if !strings.Contains(squash(string(page)), squash(ErrorRateQuery)) {
 		t.Errorf("docs/analysis.md does not show the query plan writes:\n%s", ErrorRateQuery)
+	}
+}
+
+// TestValidatePlan: a Rollout the API server would refuse is not printed.
+func TestValidatePlan(t *testing.T) {
+	r := newTestRollout()
+	if err := ValidatePlan(context.Background(), r); err != nil {
+		t.Fatalf("the contract's example is refused: %v", err)
+	}
+	r.Spec.Steps = nil
+	err := ValidatePlan(context.Background(), r)
+	if err == nil || !strings.Contains(err.Error(), `the planned rollout would be refused: Rollout.stepwise.dev "web" is invalid: [spec.steps: Required value`) {
+		t.Errorf("a Rollout without steps: err = %v", err)
 	}
 }

@@ -37,6 +37,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"plan", "web", "--steps", "100%", "--version-constraint", "~>banana"}, `error: --version-constraint: "~>banana" is not a semver constraint`},
 		{[]string{"plan", "web", "--steps", "100%", "-o", "table"}, `error: -o: "table" is not supported: use yaml or json`},
 		{[]string{"plan"}, "error: CloneSet NAME is required"},
+		{[]string{"plan", "-f", "cloneset.yaml", "web", "api", "--steps", "100%"}, "error: one CloneSet NAME is expected, got web api"},
 		{[]string{"plan", "web", "--steps", "100%", "--name", "Web_1"}, `error: --name: "Web_1" is not a valid object name: a lowercase RFC 1123 subdomain`},
 		{[]string{"get"}, "error: a resource type and NAME are required: get rollout NAME"},
 		{[]string{"get", "rollout"}, "error: rollout NAME is required"},

@@ -1,11 +1,15 @@
 package commands
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/pkg/cli"
 )
 
@@ -13,10 +17,10 @@ func newPlanCommand(e *env) *cobra.Command {
 	var (
 		steps, pause, errorRateMax, prometheus string
 		name, container, versionConstraint     string
-		output                                 string
+		output, filename                       string
 	)
 	cmd := &cobra.Command{
-		Use:   "plan CLONESET --steps 10%,50%,100%",
+		Use:   "plan (CLONESET | -f FILE [CLONESET]) --steps 10%,50%,100%",
 		Short: "Print a Rollout manifest for a CloneSet, to commit to git",
 		Long: "Print a Rollout manifest for a CloneSet, to commit to git. --steps is the\n" +
 			"percent of pods updated at each step; the manifest stores partitions, the\n" +
@@ -24,10 +28,22 @@ func newPlanCommand(e *env) *cobra.Command {
 			"step is partition 0. --pause applies after every step but the last.\n" +
 			"--error-rate-max with --prometheus adds an analysis of the canary pods'\n" +
 			"share of 5xx responses (http_requests_total); edit the query to fit your\n" +
-			"metrics. The CloneSet is read for its name, namespace and containers.",
+			"metrics. The CloneSet is read for its name, namespace and containers:\n" +
+			"from the cluster, or with -f from a file (- for stdin) with no cluster at\n" +
+			"all. A file is checked against the CloneSet CRD shipped in this binary,\n" +
+			"CEL rules included, and refused with the API server's message when it\n" +
+			"would be refused at apply time; CLONESET picks one when the file has\n" +
+			"several. The printed Rollout is checked the same way.",
 		Example: "  kubectl stepwise plan web -n shop --steps 10%,50%,100% --pause 1m \\\n" +
-			"    --error-rate-max 0.01 --prometheus http://prometheus.monitoring:9090 > rollout.yaml",
-		Args: oneName("CloneSet"),
+			"    --error-rate-max 0.01 --prometheus http://prometheus.monitoring:9090 > rollout.yaml\n" +
+			"  kubectl stepwise plan -f deploy/web/cloneset.yaml --steps 25%,100% > deploy/web/rollout.yaml\n" +
+			"  kustomize build deploy/web | kubectl stepwise plan -f - web --steps 25%,100%",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if filename != "" && len(args) <= 1 {
+				return nil
+			}
+			return oneName("CloneSet")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Every flag is checked before the CloneSet is read, so that
 			// mistakes show without a cluster.
@@ -42,21 +58,16 @@ func newPlanCommand(e *env) *cobra.Command {
 			if err := checkOutput(output, false); err != nil {
 				return err
 			}
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			dyn, err := e.dynamic()
-			if err != nil {
-				return err
-			}
-			cs, err := cli.GetCloneSet(cmd.Context(), dyn, ns, args[0])
+			cs, err := e.planCloneSet(cmd.Context(), filename, args)
 			if err != nil {
 				return err
 			}
 			r, err := cli.BuildPlan(cs, o)
 			if err != nil {
 				return &usageError{err: err}
+			}
+			if err := cli.ValidatePlan(cmd.Context(), r); err != nil {
+				return err
 			}
 			return cli.WriteManifest(e.streams.Out, r, output)
 		},
@@ -69,8 +80,45 @@ func newPlanCommand(e *env) *cobra.Command {
 	f.StringVar(&name, "name", "", "Name of the Rollout; the CloneSet's by default.")
 	f.StringVar(&container, "container", "", "Container whose image tag is a semantic version, for spec.versionPolicy; the only container by default when --version-constraint is set.")
 	f.StringVar(&versionConstraint, "version-constraint", "", `Semver constraint the new image tag must meet, such as ">=1.0.0 <2.0.0" (adds spec.versionPolicy).`)
+	f.StringVarP(&filename, "filename", "f", "", "Read the CloneSet from this YAML or JSON file (- for stdin) instead of the cluster; it is validated against the shipped CRD.")
 	addOutputFlag(cmd, &output, "yaml")
 	return cmd
+}
+
+// planCloneSet reads the CloneSet from the cluster (the default) or, with
+// -f, from a file or stdin without any cluster: in GitOps the CloneSet is a
+// file that may not be applied yet. Only an explicit -n applies to a file;
+// the kubeconfig's namespace is a cluster's, and a file without a namespace
+// gets a Rollout without one, for the GitOps tool to place.
+func (e *env) planCloneSet(ctx context.Context, filename string, args []string) (*stepwisev1.CloneSet, error) {
+	if filename == "" {
+		ns, err := e.namespace()
+		if err != nil {
+			return nil, err
+		}
+		dyn, err := e.dynamic()
+		if err != nil {
+			return nil, err
+		}
+		return cli.GetCloneSet(ctx, dyn, ns, args[0])
+	}
+	src := cli.CloneSetFile{Source: filename, Data: e.streams.In}
+	if filename != "-" {
+		file, err := os.Open(filename)
+		if err != nil {
+			return nil, fmt.Errorf("-f: %w", err)
+		}
+		defer func() { _ = file.Close() }()
+		src.Data = file
+	}
+	var name, ns string
+	if len(args) == 1 {
+		name = args[0]
+	}
+	if e.config.Namespace != nil {
+		ns = *e.config.Namespace
+	}
+	return cli.ReadCloneSet(ctx, src, name, ns)
 }
 
 // planOptions parses the flags that need no cluster. Each error names its
