@@ -2,9 +2,13 @@ package apitest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
@@ -59,9 +63,22 @@ spec:
 	}
 }
 
+// errString is err's message, with the causes of an Invalid error sorted:
+// the CEL rules of different fields are evaluated in no fixed order, by
+// the API server as offline, so only the set of causes can match.
 func errString(err error) string {
 	if err == nil {
 		return "accepted"
 	}
-	return err.Error()
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil || len(status.Status().Details.Causes) < 2 {
+		return err.Error()
+	}
+	d := status.Status().Details
+	causes := make([]string, 0, len(d.Causes))
+	for _, c := range d.Causes {
+		causes = append(causes, c.Field+": "+c.Message)
+	}
+	slices.Sort(causes)
+	return fmt.Sprintf("%s %s.%s %q is invalid:\n%s", status.Status().Reason, d.Kind, d.Group, d.Name, strings.Join(causes, "\n"))
 }
