@@ -216,7 +216,10 @@ new MutationObserver(() => {
 		p.wait("held at step 1 again, awaiting a promote", `document.querySelector('h1 [data-phase="Paused"]') && document.querySelector('li[data-step="1"][data-state="current"]') && !document.querySelector('button[data-action="promote"]').disabled`, dashboardTimeout)
 		p.send("promote")
 		p.wait("held Healthy", `document.querySelector('h1 [data-phase="Healthy"]')`, dashboardTimeout)
-		NewWithT(t).Expect(p.text()).To(SatisfyAll(ContainSubstring("Retried"), ContainSubstring("Promoted"), ContainSubstring("RolloutCompleted")))
+		// The controller records RolloutCompleted after the status write
+		// that makes the page say Healthy: the Event follows by a watch.
+		NewWithT(t).Eventually(p.text, 30*time.Second, 500*time.Millisecond).Should(
+			SatisfyAll(ContainSubstring("Retried"), ContainSubstring("Promoted"), ContainSubstring("RolloutCompleted")))
 	})
 }
 
