@@ -196,11 +196,12 @@ func TestChartValues(t *testing.T) {
 		},
 	}, {
 		name:   "log level, namespaces, analysis addresses and extra args become flags",
-		values: "{logLevel: debug, watchNamespaces: [team-a, team-b], analysisAllowedAddresses: ['prometheus.monitoring:9090'], extraArgs: [--rollout-concurrency=32]}",
+		values: "{logLevel: debug, watchNamespaces: [team-a, team-b], analysisAllowedAddresses: ['prometheus.monitoring:9090'], notificationAllowedAddresses: ['https://hooks.slack.com/services'], extraArgs: [--rollout-concurrency=32]}",
 		check: func(t *testing.T, objs []object) {
 			want := []string{"--leader-elect", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
 				"--zap-log-level=debug", "--namespaces=team-a,team-b",
-				"--analysis-allowed-addresses=prometheus.monitoring:9090", "--rollout-concurrency=32"}
+				"--analysis-allowed-addresses=prometheus.monitoring:9090",
+				"--notification-allowed-addresses=https://hooks.slack.com/services", "--rollout-concurrency=32"}
 			if diff := cmp.Diff(want, args(t, objs)); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)
 			}
