@@ -9,8 +9,6 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,20 +71,7 @@ func TestPartitionInGitIsIgnoredByAGovernedCloneSet(t *testing.T) {
 func TestPartitionWrittenByAnotherFieldManagerIsReported(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	replicas := int32(4)
-	labels := map[string]string{"app": "db"}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: image("1.0.0")}}},
-			},
-		},
-	}
-	if err := env.client.Create(testContext(t), sts); err != nil {
+	if err := env.client.Create(testContext(t), newStatefulSet(ns, "db", 4, "1.0.0")); err != nil {
 		t.Fatalf("creating StatefulSet: %v", err)
 	}
 	reportStatefulSet(t, ns, "db", func(st *appsv1.StatefulSetStatus) {
