@@ -217,6 +217,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.Clone
 	if apiequality.Semantic.DeepEqual(status, original.Status) {
 		return nil
 	}
+	r.emitStatusEvents(original, &status)
 	// The whole status goes in one merge patch: a diff against the cached
 	// copy would leave out zero counts that the server has never stored.
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
@@ -238,8 +239,6 @@ func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.Clone
 		}
 		return fmt.Errorf("patching CloneSet status: %w", err)
 	}
-	// Events follow the write, so none tells of a status that never landed.
-	r.emitStatusEvents(original, &status)
 	return nil
 }
 
