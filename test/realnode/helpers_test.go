@@ -2,19 +2,24 @@ package realnode
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -300,4 +305,76 @@ func imageOf(pod *corev1.Pod, container string) string {
 		}
 	}
 	return ""
+}
+
+// scrapeManagerMetrics reads the manager's /metrics as Prometheus would
+// through the Service stepwise-manager-metrics: at the address and port of
+// the Service's ready endpoint, with the token of a ServiceAccount bound
+// to ClusterRole stepwise-metrics-reader. It also checks that a request
+// without a token is refused.
+func (b *bed) scrapeManagerMetrics(t *testing.T) string {
+	t.Helper()
+	g := gomega.NewWithT(t)
+	ctx := t.Context()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "scraper"}}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "realnode-scraper"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "stepwise-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
+	}
+	b.create(t, sa, crb)
+	tr, err := b.Clientset.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var target string
+	g.Eventually(func(g gomega.Gomega) {
+		slices, err := b.Clientset.DiscoveryV1().EndpointSlices(managerNamespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=stepwise-manager-metrics"})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		target = ""
+		for _, s := range slices.Items {
+			var port int32
+			for _, p := range s.Ports {
+				if p.Port != nil {
+					port = *p.Port
+				}
+			}
+			for _, ep := range s.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready && len(ep.Addresses) > 0 && port != 0 {
+					target = net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(port)))
+				}
+			}
+		}
+		g.Expect(target).NotTo(gomega.BeEmpty(), "a ready endpoint of Service stepwise-manager-metrics")
+	}, time.Minute, 250*time.Millisecond).Should(gomega.Succeed())
+
+	tlsClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		Proxy: nil,
+		// The manager serves metrics with a self-signed certificate.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test, self-signed
+	}}
+	get := func(token string) (int, string, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+target+"/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := tlsClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	var body string
+	g.Eventually(func(g gomega.Gomega) {
+		code, b, err := get(tr.Status.Token)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(code).To(gomega.Equal(http.StatusOK), "GET /metrics with the reader's token: %s", b)
+		body = b
+	}, time.Minute, time.Second).Should(gomega.Succeed())
+	code, _, err := get("")
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	g.Expect(code).To(gomega.BeElementOf(http.StatusUnauthorized, http.StatusForbidden), "GET /metrics without a token")
+	return body
 }

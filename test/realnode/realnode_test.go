@@ -26,6 +26,8 @@ func TestRealNode(t *testing.T) {
 	t.Run("InPlaceImageUpdate", func(t *testing.T) { testInPlaceImageUpdate(t, b) })
 	t.Run("EnvChangeRecreates", func(t *testing.T) { testEnvChangeRecreates(t, b) })
 	t.Run("InPlaceOnlyRefusesEnvChange", func(t *testing.T) { testInPlaceOnlyRefuses(t, b) })
+	t.Run("RolloutWithPrometheus", func(t *testing.T) { testRolloutWithPrometheus(t, b) })
+	t.Run("ManagerFailover", func(t *testing.T) { testFailover(t, b) })
 }
 
 func testEnvChangeRecreates(t *testing.T, b *bed) {
@@ -216,4 +218,15 @@ func testInstall(t *testing.T, b *bed) {
 	g.Expect(s.Ready).To(gomega.BeTrue())
 	g.Expect(s.Image).To(gomega.Equal(ManagerImage))
 	g.Expect(s.RestartCount).To(gomega.BeZero(), "the manager restarted: liveness failed or it crashed")
+	g.Expect(p.Spec.Containers[0].LivenessProbe).NotTo(gomega.BeNil())
+	g.Expect(p.Spec.Containers[0].ReadinessProbe).NotTo(gomega.BeNil())
+	// Leader election is on: the Pod holds the Lease.
+	g.Eventually(func(g gomega.Gomega) {
+		g.Expect(b.leaseHolder(g)).To(gomega.HavePrefix(p.Name + "_"))
+	}, time.Minute, 250*time.Millisecond).Should(gomega.Succeed())
+	// Metrics through the Service: its endpoint is the Pod, which answers
+	// HTTPS /metrics to a token bound to stepwise-metrics-reader (the
+	// manager asks the API server, under its own RBAC, whether to).
+	body := b.scrapeManagerMetrics(t)
+	g.Expect(body).To(gomega.ContainSubstring("controller_runtime_reconcile_total"))
 }
