@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"io"
 	"testing"
 	"time"
 
@@ -8,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
@@ -17,6 +20,8 @@ import (
 // containerd, and drives its stories on real containers. The subtests
 // share one node (starting it takes most of a minute) and run in order.
 func TestRealNode(t *testing.T) {
+	// The harness manager of SimulatorFaithful logs through controller-runtime.
+	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	b := startBed(t)
 
 	t.Run("InstallFromConfigDefault", func(t *testing.T) { testInstall(t, b) })
@@ -28,6 +33,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("InPlaceOnlyRefusesEnvChange", func(t *testing.T) { testInPlaceOnlyRefuses(t, b) })
 	t.Run("RolloutWithPrometheus", func(t *testing.T) { testRolloutWithPrometheus(t, b) })
 	t.Run("ManagerFailover", func(t *testing.T) { testFailover(t, b) })
+	t.Run("SimulatorFaithful", func(t *testing.T) { testSimulatorFaithful(t, b) })
 }
 
 func testEnvChangeRecreates(t *testing.T, b *bed) {
