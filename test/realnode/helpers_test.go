@@ -111,7 +111,7 @@ func (b *bed) install(t *testing.T) {
 		if err := u.UnmarshalJSON(data); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.client.Patch(t.Context(), u, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
+		if err := b.client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
 			t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 		if u.GetKind() == "CustomResourceDefinition" {
