@@ -66,8 +66,16 @@ func testFailover(t *testing.T, b *bed) {
 		g.Expect(ro.Status.StableRevision).To(gomega.Equal(v2))
 		g.Expect(count(d.versions(g), "v2")).To(gomega.Equal(2))
 	})
-	for name, n := range d.expectSamePods(g) {
-		g.Expect(n).To(gomega.BeEquivalentTo(1), "Pod %s: app container restarts", name)
-	}
+	g.Eventually(func(g gomega.Gomega) {
+		for name, n := range d.expectSamePods(g) {
+			g.Expect(n).To(gomega.BeEquivalentTo(1), "Pod %s: app container restarts", name)
+		}
+	}, 30*time.Second, 250*time.Millisecond).Should(gomega.Succeed())
+	// And no more: a second restart would show up here.
+	g.Consistently(func(g gomega.Gomega) {
+		for name, n := range d.expectSamePods(g) {
+			g.Expect(n).To(gomega.BeEquivalentTo(1), "Pod %s: app container restarts", name)
+		}
+	}, 3*time.Second, 500*time.Millisecond).Should(gomega.Succeed())
 	g.Expect(strings.HasPrefix(b.leaseHolder(g), next.Name+"_")).To(gomega.BeTrue())
 }

@@ -260,9 +260,13 @@ func testRolloutWithPrometheus(t *testing.T, b *bed) {
 		g.Expect(count(d.versions(g), "v2")).To(gomega.Equal(2))
 	})
 	g := gomega.NewWithT(t)
-	for name, n := range d.expectSamePods(g) {
-		g.Expect(n).To(gomega.BeEquivalentTo(1), "Pod %s restarts after v2", name)
-	}
+	// The kubelet writes a container's status after it starts, so the new
+	// process may answer before its restart is counted.
+	g.Eventually(func(g gomega.Gomega) {
+		for name, n := range d.expectSamePods(g) {
+			g.Expect(n).To(gomega.BeEquivalentTo(1), "Pod %s restarts after v2", name)
+		}
+	}, 30*time.Second, 250*time.Millisecond).Should(gomega.Succeed())
 
 	d.commit("v3-bad")
 	ro := d.waitRollout("v3-bad aborted and rolled back", func(g gomega.Gomega, ro *stepwisev1.Rollout) {
@@ -272,14 +276,16 @@ func testRolloutWithPrometheus(t *testing.T, b *bed) {
 		g.Expect(count(v, "v2")).To(gomega.Equal(2), "versions %v", v)
 	})
 	t.Logf("aborted: %s", conditionMessages(ro))
-	restarts := d.expectSamePods(g)
 	// The canary ran v3-bad and went back to v2 (two more restarts); the
 	// other Pod never left v2.
-	var got []int32
-	for _, n := range restarts {
-		got = append(got, n)
-	}
-	g.Expect(got).To(gomega.ConsistOf(int32(1), int32(3)), "restart counts %v", restarts)
+	g.Eventually(func(g gomega.Gomega) {
+		restarts := d.expectSamePods(g)
+		var got []int32
+		for _, n := range restarts {
+			got = append(got, n)
+		}
+		g.Expect(got).To(gomega.ConsistOf(int32(1), int32(3)), "restart counts %v", restarts)
+	}, 30*time.Second, 250*time.Millisecond).Should(gomega.Succeed())
 }
 
 func conditionMessages(ro *stepwisev1.Rollout) string {
