@@ -4,6 +4,11 @@
 KWOK_VERSION            ?= v0.8.0
 CONTROLLER_GEN_VERSION  ?= v0.23.0
 GOLANGCI_LINT_VERSION   ?= v2.15.0
+# The real node (test/realnode): containerd, crictl and the CNI plugins here,
+# the kubelet (Kubernetes v1.37.2) in hack/kubelet/go.mod.
+CONTAINERD_VERSION      ?= v2.4.2
+CRI_TOOLS_VERSION       ?= v1.37.0
+CNI_PLUGINS_VERSION     ?= v1.10.0
 # Kubernetes v1.37.2 and etcd v3.6.16 are pinned in hack/kube/go.mod and hack/etcd/go.mod.
 
 SHELL          := /bin/bash
@@ -65,17 +70,22 @@ verify-generated: generate manifests ## Fail when generated files are out of dat
 test-assets: ## Build the pinned control plane, etcd, kwok and controller-gen into bin/ (skips what exists).
 	KWOK_VERSION=$(KWOK_VERSION) CONTROLLER_GEN_VERSION=$(CONTROLLER_GEN_VERSION) hack/test-assets.sh
 
+.PHONY: node-assets
+node-assets: ## Build the real node's pinned kubelet, containerd, ctr, crictl and CNI plugins into bin/ (skips what exists).
+	CONTAINERD_VERSION=$(CONTAINERD_VERSION) CRI_TOOLS_VERSION=$(CRI_TOOLS_VERSION) CNI_PLUGINS_VERSION=$(CNI_PLUGINS_VERSION) hack/node-assets.sh
+
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
 # Packages whose tests need an API server (envtest) or a kwok cluster.
 INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apitest/... ./config/... ./examples/... \
                     $(wildcard ./test/traffic) $(wildcard ./test/promrunner)
+NODE_PKGS        := ./test/realnode
 E2E_PKGS         := ./test/e2e/... $(wildcard ./test/demo)
-UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner)|/internal/apitest|/config$$|/examples$$')
+UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
 
 .PHONY: test
-test: test-assets vet verify-generated test-unit test-integration test-e2e ## Everything CI runs.
+test: test-assets vet verify-generated test-unit test-integration test-e2e test-node ## Everything CI runs.
 
 .PHONY: vet
 vet:
@@ -101,6 +111,12 @@ test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC,
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-e2e.XXXXXX)"; log="$$dir/e2e.log"; \
 	echo "full e2e log: $$log"; trap 'echo "full e2e log: $$log"' EXIT; \
 	go test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
+
+.PHONY: test-node
+test-node: test-assets node-assets ## Stepwise installed from config/default on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
+	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-node.XXXXXX)"; log="$$dir/node.log"; \
+	echo "full real-node log: $$log"; trap 'echo "full real-node log: $$log"' EXIT; \
+	go test -count=1 -p 1 $(NODE_PKGS) -timeout 20m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: demo
 demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 promoted step by step, v3-bad aborted and rolled back in place.

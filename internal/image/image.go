@@ -54,6 +54,12 @@ type Options struct {
 	Created time.Time
 	// Labels go into the image config (org.opencontainers.image.*).
 	Labels map[string]string
+	// Entrypoint is where the binary goes and what the image runs;
+	// Entrypoint (the constant, the manager's) when empty. The real-node
+	// tests build their pause and demo-app images with it.
+	Entrypoint string
+	// Env is added to the image's environment (NAME=value).
+	Env []string
 }
 
 // Build compiles the binary for each platform and assembles one image per
@@ -64,6 +70,9 @@ func Build(ctx context.Context, opts Options) ([]v1.Image, error) {
 	}
 	if opts.CACerts == "" {
 		opts.CACerts = DefaultCACerts
+	}
+	if opts.Entrypoint == "" {
+		opts.Entrypoint = Entrypoint
 	}
 	certs, err := os.ReadFile(opts.CACerts)
 	if err != nil {
@@ -89,7 +98,7 @@ func Build(ctx context.Context, opts Options) ([]v1.Image, error) {
 		if err != nil {
 			return nil, err
 		}
-		app, err := layer([]file{{name: strings.TrimPrefix(Entrypoint, "/"), mode: 0o755, data: data}}, opts.Created)
+		app, err := layer([]file{{name: strings.TrimPrefix(opts.Entrypoint, "/"), mode: 0o755, data: data}}, opts.Created)
 		if err != nil {
 			return nil, fmt.Errorf("binary layer: %w", err)
 		}
@@ -132,9 +141,9 @@ func assemble(p v1.Platform, opts Options, layers ...v1.Layer) (v1.Image, error)
 	cfg.OS, cfg.Architecture, cfg.Variant = p.OS, p.Architecture, p.Variant
 	cfg.Created = v1.Time{Time: opts.Created.UTC()}
 	cfg.Config.User = fmt.Sprintf("%d:%d", NonRootUID, NonRootUID)
-	cfg.Config.Entrypoint = []string{Entrypoint}
+	cfg.Config.Entrypoint = []string{opts.Entrypoint}
 	cfg.Config.WorkingDir = "/"
-	cfg.Config.Env = []string{"PATH=/", "SSL_CERT_FILE=" + DefaultCACerts}
+	cfg.Config.Env = append([]string{"PATH=/", "SSL_CERT_FILE=" + DefaultCACerts}, opts.Env...)
 	cfg.Config.Labels = opts.Labels
 	cfg.History = nil
 	return mutate.ConfigFile(img, cfg)

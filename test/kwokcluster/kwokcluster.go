@@ -76,6 +76,15 @@ type Options struct {
 	ResyncAfter time.Duration
 	// Logf receives progress and diagnostics (t.Logf fits); nil discards them.
 	Logf func(format string, args ...any)
+	// NoKwokController runs the control plane without kwok: no kwok nodes,
+	// no Stages, no resync. A real kubelet joins instead (test/realnode);
+	// kwok, which kwokctl runs with --manage-all-nodes, would take that
+	// node over.
+	NoKwokController bool
+	// APIServerCertSANs are extra names and IPs of the API server's
+	// certificate, for clients that reach it by another address (Pods that
+	// use the kubernetes Service's ClusterIP).
+	APIServerCertSANs []string
 }
 
 // Cluster is a running kwok cluster.
@@ -147,7 +156,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	began := time.Now()
-	if _, err := c.kwokctl(startCtx, "create", "cluster",
+	var disable []string
+	if opts.NoKwokController {
+		disable = []string{"--disable", "kwok-controller"}
+	}
+	if _, err := c.kwokctl(startCtx, append([]string{"create", "cluster",
 		"--runtime", "binary",
 		"--kube-apiserver-binary", filepath.Join(binDir, "kube-apiserver"),
 		"--kube-controller-manager-binary", filepath.Join(binDir, "kube-controller-manager"),
@@ -161,7 +174,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--kubeconfig=",
 		"--quiet-pull",
 		"--timeout", opts.StartTimeout.String(),
-	); err != nil {
+	}, disable...)...); err != nil {
 		return nil, err
 	}
 
@@ -180,8 +193,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.waitAPIServer(startCtx); err != nil {
 		return nil, err
 	}
-	if err := c.ScaleNodes(startCtx, opts.Nodes); err != nil {
-		return nil, err
+	if !opts.NoKwokController {
+		if err := c.ScaleNodes(startCtx, opts.Nodes); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.waitServiceAccount(startCtx, metav1.NamespaceDefault); err != nil {
 		return nil, err
@@ -193,7 +208,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.logf("kwokcluster: cluster %s up with %d node(s) in %s (workdir %s)", name, opts.Nodes, time.Since(began).Round(time.Millisecond), workdir)
 
-	if !opts.DisableResync {
+	if !opts.DisableResync && !opts.NoKwokController {
 		if err := c.startResync(ctx); err != nil {
 			return nil, err
 		}
@@ -280,8 +295,11 @@ func (c *Cluster) stop() error {
 
 // resolve fills in defaults and checks that every file Start needs exists.
 func resolve(opts Options) (Options, string, error) {
-	if opts.Nodes == 0 {
+	if opts.Nodes == 0 && !opts.NoKwokController {
 		opts.Nodes = 1
+	}
+	if opts.NoKwokController && opts.Nodes != 0 {
+		return opts, "", fmt.Errorf("kwokcluster: %d kwok nodes asked for without the kwok controller", opts.Nodes)
 	}
 	if opts.Nodes < 0 {
 		return opts, "", fmt.Errorf("kwokcluster: negative node count %d", opts.Nodes)
@@ -402,7 +420,14 @@ func (c *Cluster) prepareWorkdir() (string, error) {
 		return "", fmt.Errorf("writing kubectl stand-in: %w", err)
 	}
 	configPath := filepath.Join(c.Workdir, "kwokctl.yaml")
-	if err := os.WriteFile(configPath, fmt.Appendf(nil, kwokctlConfigTemplate, kubectl), 0o644); err != nil {
+	config := fmt.Appendf(nil, kwokctlConfigTemplate, kubectl)
+	if len(c.opts.APIServerCertSANs) > 0 {
+		config = append(config, "  kubeApiserverCertSANs:\n"...)
+		for _, san := range c.opts.APIServerCertSANs {
+			config = fmt.Appendf(config, "  - %q\n", san)
+		}
+	}
+	if err := os.WriteFile(configPath, config, 0o644); err != nil {
 		return "", fmt.Errorf("writing kwokctl configuration: %w", err)
 	}
 

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,13 @@ type Options struct {
 	Binary string
 	// Logf receives progress messages (t.Logf fits); nil discards them.
 	Logf func(format string, args ...any)
+	// ListenHost is the address Prometheus serves on; empty means
+	// 127.0.0.1. The real-node tests use the Pods' gateway, so that the
+	// manager, running in a Pod, can query it.
+	ListenHost string
+	// TargetLabels adds labels to the samples of a target (host:port), as
+	// service discovery would (namespace, pod).
+	TargetLabels map[string]map[string]string
 }
 
 func (o Options) logf(format string, args ...any) {
@@ -110,7 +118,7 @@ func Start(ctx context.Context, targets []string, opts Options) (*Prometheus, er
 		return nil, fmt.Errorf("creating prometheus directory: %w", err)
 	}
 	configPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(configPath, config(targets, opts.ScrapeInterval), 0o600); err != nil {
+	if err := os.WriteFile(configPath, config(targets, opts.ScrapeInterval, opts.TargetLabels), 0o600); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("writing prometheus config: %w", err)
 	}
@@ -138,7 +146,11 @@ func start(ctx context.Context, binary, configPath, dir, dataDir string, targets
 	if err != nil {
 		return nil, err
 	}
-	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	host := opts.ListenHost
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	address := net.JoinHostPort(host, strconv.Itoa(port))
 	p := &Prometheus{
 		url:    "http://" + address,
 		dir:    dir,
@@ -178,7 +190,7 @@ func start(ctx context.Context, binary, configPath, dir, dataDir string, targets
 	return p, nil
 }
 
-// URL is the base address, http://127.0.0.1:PORT.
+// URL is the base address, http://127.0.0.1:PORT (or Options.ListenHost).
 func (p *Prometheus) URL() string { return p.url }
 
 // Output is what Prometheus logged so far, for diagnosing a failed test.
@@ -283,23 +295,41 @@ func get(ctx context.Context, u string) (int, []byte, error) {
 }
 
 // config renders a prometheus.yml; the scrape timeout equals the interval
-// because Prometheus rejects a longer one.
-func config(targets []string, interval time.Duration) []byte {
+// because Prometheus rejects a longer one. Targets with labels get a static
+// group each.
+func config(targets []string, interval time.Duration, labels map[string]map[string]string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  scrape_timeout: %s\n  evaluation_interval: %s\n", interval, interval, interval)
-	b.WriteString("scrape_configs:\n  - job_name: stepwise\n    static_configs:\n      - targets: [")
-	for i, target := range targets {
-		if i > 0 {
-			b.WriteString(", ")
+	b.WriteString("scrape_configs:\n  - job_name: stepwise\n    static_configs:\n")
+	var plain []string
+	for _, target := range targets {
+		if len(labels[target]) == 0 {
+			plain = append(plain, target)
+			continue
 		}
-		fmt.Fprintf(&b, "%q", target)
+		fmt.Fprintf(&b, "      - targets: [%q]\n        labels:\n", target)
+		keys := make([]string, 0, len(labels[target]))
+		for k := range labels[target] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "          %s: %q\n", k, labels[target][k])
+		}
 	}
-	b.WriteString("]\n")
+	if len(plain) > 0 || len(targets) == 0 {
+		b.WriteString("      - targets: [")
+		for i, target := range plain {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", target)
+		}
+		b.WriteString("]\n")
+	}
 	return b.Bytes()
 }
 
-// tail keeps the last n lines of s: the reason Prometheus failed is at the
-// end, after a screenful of start-up notices.
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {

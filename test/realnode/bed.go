@@ -1,0 +1,677 @@
+// Package realnode is the real-node test bed: the repository's pinned
+// control plane (a kwokctl cluster without kwok) joined by one real kubelet
+// over a containerd of its own, with Pods on a bridge network whose IPs this
+// machine reaches. Images are built here from Go binaries (no registry, no
+// Docker) and imported into containerd.
+//
+// What the node needs from the machine is checked first (Preflight) and a
+// missing piece fails the test with its name; nothing is skipped. Everything
+// the bed starts is stopped by process id and its mounts are removed when it
+// stops, and a run that was killed is cleaned up by the next one: the bed's
+// state lives in one fixed directory (StateDir) with the pids it started.
+//
+// Network: Pods get addresses on PodSubnet behind the bridge Bridge, which
+// holds the gateway address and the kubernetes Service's ClusterIP. Pods
+// reach the API server through that ClusterIP, served by a TCP relay in the
+// test process (there is no kube-proxy); the host reaches Pods directly.
+// The bridge plugin runs with isGateway false, so the bed never turns on IP
+// forwarding: a packet from a Pod can reach this machine and other Pods,
+// nothing else.
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/stepwise-dev/stepwise/test/kwokcluster"
+)
+
+const (
+	// NodeName is the real node's name.
+	NodeName = "stepwise-realnode"
+	// StateDir holds everything the bed writes and mounts. It is fixed so
+	// that a run can clean up after a killed one.
+	StateDir = "/var/tmp/stepwise-realnode"
+	// Bridge is the Pods' bridge.
+	Bridge = "swnode0"
+	// PodSubnet is where Pod IPs come from; Gateway is the bridge's address.
+	PodSubnet = "10.244.0.0/24"
+	Gateway   = "10.244.0.1"
+	// ServiceIP is the kubernetes Service's ClusterIP: the first address of
+	// kube-apiserver's default --service-cluster-ip-range, 10.0.0.0/24.
+	ServiceIP = "10.0.0.1"
+	// SandboxImage is containerd's pause image, built by the bed.
+	SandboxImage = "stepwise.local/pause:realnode"
+	// apiServerRelayPort is where Pods reach the API server (ServiceIP:443).
+	apiServerRelayPort = 443
+)
+
+// Node is a running bed.
+type Node struct {
+	Cluster    *kwokcluster.Cluster
+	Clientset  kubernetes.Interface
+	RESTConfig *rest.Config
+
+	binDir string
+	logf   func(string, ...any)
+
+	relay     net.Listener
+	relayDone sync.WaitGroup
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Options configures Start.
+type Options struct {
+	// BinDir holds kubelet, containerd, ctr, crictl, the kwok cluster's
+	// binaries and cni/; empty means $STEPWISE_BIN or bin/.
+	BinDir string
+	// Images are image tarballs to import into containerd's k8s.io
+	// namespace before the kubelet starts; one must hold SandboxImage.
+	Images []string
+	// Logf receives progress (t.Logf fits).
+	Logf func(string, ...any)
+}
+
+func dirs() (containerd, kubelet, cni, logs, pids string) {
+	return filepath.Join(StateDir, "containerd"), filepath.Join(StateDir, "kubelet"),
+		filepath.Join(StateDir, "cni"), filepath.Join(StateDir, "logs"), filepath.Join(StateDir, "pids")
+}
+
+// Start checks the machine, cleans up after an earlier run that was killed,
+// and brings up the control plane, containerd and the kubelet. It returns
+// once the node is Ready. On error, what it started is stopped again.
+func Start(ctx context.Context, opts Options) (_ *Node, err error) {
+	binDir, err := resolveBinDir(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := Preflight(binDir); err != nil {
+		return nil, err
+	}
+	n := &Node{binDir: binDir, logf: opts.Logf}
+	if n.logf == nil {
+		n.logf = func(string, ...any) {}
+	}
+	if err := Cleanup(n.logf); err != nil {
+		return nil, fmt.Errorf("cleaning up after an earlier run: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if stopErr := n.Stop(); stopErr != nil {
+				n.logf("realnode: stopping after a failed start: %v", stopErr)
+			}
+		}
+	}()
+	containerdDir, kubeletDir, cniDir, logDir, pidDir := dirs()
+	for _, d := range []string{containerdDir, kubeletDir, filepath.Join(cniDir, "net.d"), filepath.Join(cniDir, "ipam"), logDir, pidDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+
+	n.Cluster, err = kwokcluster.Start(ctx, kwokcluster.Options{
+		BinDir:            binDir,
+		NoKwokController:  true,
+		APIServerCertSANs: []string{ServiceIP, Gateway},
+		Logf:              n.logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.Clientset, n.RESTConfig = n.Cluster.Clientset(), n.Cluster.RESTConfig
+	if err := n.checkServiceIP(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.network(); err != nil {
+		return nil, err
+	}
+	if err := n.startRelay(); err != nil {
+		return nil, err
+	}
+	if err := n.startContainerd(ctx); err != nil {
+		return nil, err
+	}
+	for _, img := range opts.Images {
+		if err := n.Ctr(ctx, "images", "import", "--local", img); err != nil {
+			return nil, err
+		}
+	}
+	if err := n.startKubelet(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func resolveBinDir(dir string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv("STEPWISE_BIN")
+	}
+	if dir == "" {
+		root, err := kwokcluster.RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	return filepath.Abs(dir)
+}
+
+// checkServiceIP makes sure the kubernetes Service has the ClusterIP that
+// the API server's certificate and the bridge were given.
+func (n *Node) checkServiceIP(ctx context.Context) error {
+	svc, err := n.Clientset.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading the kubernetes Service: %w", err)
+	}
+	if svc.Spec.ClusterIP != ServiceIP {
+		return fmt.Errorf("the kubernetes Service has ClusterIP %s; the bed serves %s", svc.Spec.ClusterIP, ServiceIP)
+	}
+	return nil
+}
+
+// network creates the Pods' bridge with the gateway and the kubernetes
+// Service's address, and the CNI configuration containerd reads.
+func (n *Node) network() error {
+	for _, args := range [][]string{
+		{"link", "add", Bridge, "type", "bridge"},
+		{"addr", "add", Gateway + "/24", "dev", Bridge},
+		{"addr", "add", ServiceIP + "/32", "dev", Bridge},
+		{"link", "set", Bridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	_, _, cniDir, _, _ := dirs()
+	conf := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "stepwise-realnode",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": %q,
+      "isGateway": false,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": %q,
+        "ranges": [[{"subnet": %q, "gateway": %q}]],
+        "routes": [{"dst": "0.0.0.0/0", "gw": %q}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`, Bridge, filepath.Join(cniDir, "ipam"), PodSubnet, Gateway, Gateway)
+	return os.WriteFile(filepath.Join(cniDir, "net.d", "10-stepwise.conflist"), []byte(conf), 0o644)
+}
+
+// startRelay serves the kubernetes Service's ClusterIP on the bridge by
+// relaying each connection to the API server on loopback: the one Service
+// kube-proxy would have to serve for the manager's in-cluster config.
+func (n *Node) startRelay() error {
+	u, err := url.Parse(n.RESTConfig.Host)
+	if err != nil {
+		return fmt.Errorf("API server address %q: %w", n.RESTConfig.Host, err)
+	}
+	target := u.Host
+	l, err := net.Listen("tcp", net.JoinHostPort(ServiceIP, strconv.Itoa(apiServerRelayPort)))
+	if err != nil {
+		return fmt.Errorf("serving the kubernetes Service on %s: %w", ServiceIP, err)
+	}
+	n.relay = l
+	n.relayDone.Add(1)
+	go func() {
+		defer n.relayDone.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go relay(c, target)
+		}
+	}()
+	return nil
+}
+
+func relay(c net.Conn, target string) {
+	defer func() { _ = c.Close() }()
+	up, err := net.DialTimeout("tcp", target, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer func() { _ = up.Close() }()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	<-done
+}
+
+// containerdConfig is containerd's configuration: its own root, state and
+// socket, cgroupfs, and restrict_oom_score_adj because a VM without
+// CAP_SYS_RESOURCE fails every sandbox otherwise ("can't get final child's
+// PID from pipe: EOF" from runc).
+const containerdConfig = `version = 3
+root = %[1]q
+state = %[2]q
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %[5]q
+
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = [%[6]q]
+    conf_dir = %[7]q
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = %[8]q
+
+[plugins.'io.containerd.grpc.v1.cri']
+  disable_tcp_service = true
+`
+
+func (n *Node) socket() string {
+	containerdDir, _, _, _, _ := dirs()
+	return filepath.Join(containerdDir, "containerd.sock")
+}
+
+func (n *Node) startContainerd(ctx context.Context) error {
+	containerdDir, _, cniDir, _, _ := dirs()
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(containerdConfig, filepath.Join(containerdDir, "root"), filepath.Join(containerdDir, "state"),
+		n.socket(), n.socket()+".ttrpc", SandboxImage, filepath.Join(n.binDir, "cni"), filepath.Join(cniDir, "net.d"), runc)
+	path := filepath.Join(containerdDir, "config.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if err := n.daemon("containerd", filepath.Join(n.binDir, "containerd"), "--config", path); err != nil {
+		return err
+	}
+	return poll(ctx, 30*time.Second, "containerd to serve", func() (bool, error) {
+		return n.Ctr(ctx, "version") == nil, nil
+	})
+}
+
+// kubeletConfig: cgroup v1 is refused by default since v1.35 (this
+// machine has it), the cgroupfs driver matches containerd's, and swap is
+// tolerated rather than required off.
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+containerRuntimeEndpoint: unix://%[1]s
+address: %[2]s
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+podLogsDir: %[3]s
+syncFrequency: 10s
+nodeStatusUpdateFrequency: 4s
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 50Mi
+  nodefs.available: 1%%
+  imagefs.available: 1%%
+`
+
+func (n *Node) startKubelet(ctx context.Context) error {
+	_, kubeletDir, _, _, _ := dirs()
+	path := filepath.Join(kubeletDir, "config.yaml")
+	cfg := fmt.Sprintf(kubeletConfig, n.socket(), Gateway, filepath.Join(kubeletDir, "pod-logs"))
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if err := n.daemon("kubelet", filepath.Join(n.binDir, "kubelet"),
+		"--config", path,
+		"--kubeconfig", n.Cluster.Kubeconfig,
+		"--hostname-override", NodeName,
+		"--node-ip", Gateway,
+		"--root-dir", filepath.Join(kubeletDir, "root"),
+		"--cert-dir", filepath.Join(kubeletDir, "pki"),
+		"--v", "2",
+	); err != nil {
+		return err
+	}
+	return poll(ctx, 2*time.Minute, "node "+NodeName+" to be Ready", func() (bool, error) {
+		node, err := n.Clientset.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // not registered yet
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// daemon starts a long-running process with its log under StateDir/logs
+// and its pid under StateDir/pids, for Stop and for the next run's Cleanup.
+func (n *Node) daemon(name, path string, args ...string) error {
+	_, _, _, logDir, pidDir := dirs()
+	log, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Close() }()
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// containerd finds containerd-shim-runc-v2 and runc through PATH.
+	cmd.Env = append(os.Environ(), "PATH="+n.binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// Its own process group, so a Ctrl-C aimed at go test leaves it to Stop.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait() }()
+	n.logf("realnode: %s started, pid %d", name, cmd.Process.Pid)
+	return os.WriteFile(filepath.Join(pidDir, name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+}
+
+// Ctr runs ctr against the bed's containerd in the k8s.io namespace.
+func (n *Node) Ctr(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(n.binDir, "ctr"), append([]string{"--address", n.socket(), "--namespace", "k8s.io"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// LogDir holds containerd.log and kubelet.log until the next run.
+func LogDir() string {
+	_, _, _, logs, _ := dirs()
+	return logs
+}
+
+// Stop stops the kubelet, removes every Pod sandbox, stops containerd and
+// whatever it left, removes the mounts and the bridge, and deletes the
+// control plane. Logs stay in LogDir until the next Start. Safe to call
+// more than once.
+func (n *Node) Stop() error {
+	n.stopOnce.Do(func() {
+		var errs []error
+		if err := Cleanup(n.logf); err != nil {
+			errs = append(errs, err)
+		}
+		if n.relay != nil {
+			_ = n.relay.Close()
+			n.relayDone.Wait()
+		}
+		if n.Cluster != nil {
+			if err := n.Cluster.Stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		n.stopErr = errors.Join(errs...)
+	})
+	return n.stopErr
+}
+
+// Cleanup undoes what a bed (this one, or one killed earlier) left on the
+// machine: the kubelet and containerd by their pid files, the sandboxes and
+// shims containerd started, the mounts under StateDir, the bridge. It keeps
+// the logs. Processes are only killed when their command line names
+// StateDir (or, for containers, when they sit in the kubelet's kubepods
+// cgroup), so a reused pid is never someone else's process.
+func Cleanup(logf func(string, ...any)) error {
+	if _, err := os.Stat(StateDir); errors.Is(err, os.ErrNotExist) {
+		return deleteBridge()
+	}
+	var errs []error
+	_, _, _, logDir, pidDir := dirs()
+	// The kubelet first, or it would start again what is being removed.
+	stopByPIDFile(filepath.Join(pidDir, "kubelet.pid"), logf)
+	// Sandboxes through the CRI while containerd still runs.
+	removeSandboxes(logf)
+	stopByPIDFile(filepath.Join(pidDir, "containerd.pid"), logf)
+	// Shims outlive containerd; they name its state dir in their arguments.
+	for _, pid := range pidsNaming(StateDir) {
+		logf("realnode: killing leftover process %d", pid)
+		killWait(pid)
+	}
+	// Containers whose shim is gone.
+	for _, pid := range kubepodsPIDs() {
+		logf("realnode: killing leftover container process %d", pid)
+		killWait(pid)
+	}
+	if err := unmountUnder(StateDir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := deleteBridge(); err != nil {
+		errs = append(errs, err)
+	}
+	// Everything but the logs, which stay for whoever reads a failure.
+	entries, _ := os.ReadDir(StateDir)
+	for _, e := range entries {
+		if p := filepath.Join(StateDir, e.Name()); p != logDir {
+			if err := os.RemoveAll(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeSandboxes stops and removes every Pod sandbox through crictl, so
+// containerd tears down their containers, mounts and network namespaces.
+func removeSandboxes(logf func(string, ...any)) {
+	binDir, err := resolveBinDir("")
+	if err != nil {
+		return
+	}
+	containerdDir, _, _, _, _ := dirs()
+	sock := filepath.Join(containerdDir, "containerd.sock")
+	if _, err := os.Stat(sock); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "crictl"), "--runtime-endpoint", "unix://"+sock, "--timeout", "30s", "rmp", "--all", "--force")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		logf("realnode: crictl rmp: %v: %s", err, out)
+	}
+}
+
+func stopByPIDFile(path string, logf func(string, ...any)) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 || !names(pid, StateDir) {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(15 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(pid) {
+		logf("realnode: %s (pid %d) ignored SIGTERM; killing it", filepath.Base(path), pid)
+		killWait(pid)
+	}
+	_ = os.Remove(path)
+}
+
+func killWait(pid int) {
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// names reports whether pid's command line mentions s.
+func names(pid int, s string) bool {
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	return err == nil && bytes.Contains(cmdline, []byte(s))
+}
+
+func pidsNaming(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if names(pid, s) && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// kubepodsPIDs lists the processes in the kubelet's Pod cgroups (cgroup v1
+// pids hierarchy): only this bed's kubelet creates kubepods.
+func kubepodsPIDs() []int {
+	var pids []int
+	root := "/sys/fs/cgroup/pids/kubepods"
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil //nolint:nilerr // a cgroup removed while walking
+		}
+		data, _ := os.ReadFile(path)
+		for f := range strings.FieldsSeq(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids
+}
+
+// unmountUnder detaches every mount below dir, deepest first.
+func unmountUnder(dir string) error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var points []string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescapeMount(fields[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func deleteBridge() error {
+	if _, err := os.Stat(filepath.Join("/sys/class/net", Bridge)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if out, err := exec.Command("ip", "link", "del", Bridge).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip link del %s: %w: %s", Bridge, err, out)
+	}
+	return nil
+}
+
+// alive reports a live process; a zombie counts as gone.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+func poll(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
