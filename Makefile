@@ -108,7 +108,24 @@ demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 prom
 
 .PHONY: bench
 bench: test-assets ## In-place update of $(PODS) Pods on one kwok cluster; prints wall time, writes/Pod, RSS.
-	go test -count=1 ./test/bench/ -run TestNone -bench . -benchtime 1x -timeout 30m -args -pods=$(PODS)
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkInPlaceUpdate -benchtime 1x -timeout 30m -args -pods=$(PODS)
+
+# Controllers bench-compare runs, in order (see test/bench/compare_bench_test.go).
+COMPARE ?= stepwise,deployment,kruise,kruise-noqps
+
+.PHONY: kruise-manager
+kruise-manager: ## Build OpenKruise v1.9.0's manager into bin/ (for bench-compare; pinned in hack/kruise).
+	KWOK_VERSION=$(KWOK_VERSION) CONTROLLER_GEN_VERSION=$(CONTROLLER_GEN_VERSION) hack/test-assets.sh kruise-manager
+
+.PHONY: bench-compare
+bench-compare: test-assets kruise-manager ## The same image change of $(PODS) Pods by Stepwise, a Deployment and OpenKruise on one kwok cluster; table, docs/bench-compare.svg.
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 120m \
+		-args -pods=$(PODS) -compare=$(COMPARE) -svg=$(CURDIR)/docs/bench-compare.svg -report=$(CURDIR)/docs/bench-compare.md
+
+.PHONY: bench-smoke
+bench-smoke: test-assets ## bench-compare at 20 Pods, Stepwise and Deployment only (CI: keeps the benchmarks from rotting; about a minute).
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 15m \
+		-args -pods=20 -compare=stepwise,deployment
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
