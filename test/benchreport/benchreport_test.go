@@ -116,9 +116,23 @@ func TestProgress(t *testing.T) {
 }
 
 func TestNiceCeil(t *testing.T) {
-	for _, tt := range []struct{ in, want float64 }{{0, 1}, {0.3, 0.5}, {1, 1}, {7, 10}, {24.2, 50}, {85, 100}, {101, 200}} {
+	for _, tt := range []struct{ in, want float64 }{{0, 1}, {0.45, 0.5}, {1, 1}, {7, 8}, {24.2, 25}, {85, 100}, {101, 150}, {226.1, 250}} {
 		if got := niceCeil(tt.in); got != tt.want {
 			t.Errorf("niceCeil(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestStepPoints(t *testing.T) {
+	pt := func(ms, n int) Point { return Point{At: time.Duration(ms) * time.Millisecond, ReadyNew: n} }
+	got := stepPoints([]Point{pt(0, 0), pt(100, 1), pt(400, 2), pt(1200, 3), pt(1300, 4), pt(2500, 5)}, 0.5)
+	want := []Point{pt(0, 2), pt(1200, 4), pt(2500, 5)}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("point %d: got %v, want %v", i, got[i], want[i])
 		}
 	}
 }

@@ -108,7 +108,7 @@ func WriteSVG(w io.Writer, title string, results []Result) error {
 		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%d</text>`+"\n",
 			left, x(maxT), y(pods), y(pods), left-6, y(pods)+4, pods)
 		t := maxT * float64(i) / 4
-		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="#ddd"/><text x="%.1f" y="%.1f" text-anchor="middle">%.0f s</text>`+"\n",
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="#ddd"/><text x="%.1f" y="%.1f" text-anchor="middle">%g s</text>`+"\n",
 			x(t), x(t), top, y(0), x(t), y(0)+18, t)
 	}
 	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">seconds after the image change</text>`+"\n", x(maxT/2), height-8)
@@ -117,7 +117,7 @@ func WriteSVG(w io.Writer, title string, results []Result) error {
 		color := chartColors[i%len(chartColors)]
 		var pts []string
 		prev := 0
-		for _, p := range r.Points { // a step line: the count holds until it changes
+		for _, p := range stepPoints(r.Points, maxT/plotW) { // a step line: the count holds until it changes
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(p.At.Seconds()), y(prev), x(p.At.Seconds()), y(p.ReadyNew)))
 			prev = p.ReadyNew
 		}
@@ -133,7 +133,22 @@ func WriteSVG(w io.Writer, title string, results []Result) error {
 	return err
 }
 
-// niceCeil rounds a positive axis maximum up to 1, 2 or 5 times a power of ten.
+// stepPoints merges points less than a pixel (perPixel seconds) after the one
+// kept, keeping the latest count: a chart of thousands of Pod events stays small.
+func stepPoints(points []Point, perPixel float64) []Point {
+	var out []Point
+	for _, p := range points {
+		if n := len(out); n > 0 && p.At.Seconds()-out[n-1].At.Seconds() < perPixel {
+			out[n-1].ReadyNew = p.ReadyNew // less than a pixel later: drawn at the same x
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// niceCeil rounds a positive axis maximum up to a round multiple of a power
+// of ten (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8), whose quarters read well enough.
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 1
@@ -145,7 +160,7 @@ func niceCeil(v float64) float64 {
 	for p > v {
 		p /= 10
 	}
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
 		if m*p >= v {
 			return m * p
 		}
