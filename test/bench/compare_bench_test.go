@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/stepwise-dev/stepwise/test/benchreport"
+	"github.com/stepwise-dev/stepwise/test/compare"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
@@ -98,7 +98,7 @@ func BenchmarkCompare(b *testing.B) {
 		}
 	}
 	policy := filepath.Join(b.TempDir(), "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(benchreport.AuditPolicy), 0o644); err != nil {
+	if err := os.WriteFile(policy, []byte(compare.AuditPolicy), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	cluster := kwokcluster.StartForTest(b, kwokcluster.Options{Nodes: (n + podsPerNode - 1) / podsPerNode, AuditPolicyFile: policy, Logf: b.Logf})
@@ -107,7 +107,7 @@ func BenchmarkCompare(b *testing.B) {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)
 
-	results := make([][]benchreport.Result, len(comparePasses))
+	results := make([][]compare.Result, len(comparePasses))
 	kruiseReady := false
 	for i, key := range runs {
 		run := compareCatalog[key]
@@ -175,7 +175,7 @@ func BenchmarkCompare(b *testing.B) {
 					changed++
 				}
 			}
-			res := benchreport.Result{
+			res := compare.Result{
 				Name: run.name, Pods: n, Wall: progress.Done, FirstReady: progress.FirstReady, MaxUnavailable: progress.MaxUnavail,
 				Writes: writes, UIDsChanged: changed, PeakRSS: proc.peakRSS(b), CPUSeconds: proc.cpuSeconds(b) - cpu0,
 				Note: run.note, Points: progress.Points,
@@ -219,7 +219,7 @@ func BenchmarkCompare(b *testing.B) {
 	_, _ = fmt.Fprintf(&out, "Side-by-side image change of %d Pods on one kwok cluster (%d nodes), %s, load at the end %s.\n",
 		n, (n+podsPerNode-1)/podsPerNode, time.Now().UTC().Format("2006-01-02 15:04 MST"), loadAverage())
 	for i, pass := range comparePasses {
-		benchreport.WriteTable(&out, fmt.Sprintf("maxUnavailable %s (ratios to the first row):", pass.maxUnavailable), results[i])
+		compare.WriteTable(&out, fmt.Sprintf("maxUnavailable %s (ratios to the first row):", pass.maxUnavailable), results[i])
 	}
 	fmt.Print("\n" + out.String())
 	if *reportOut != "" {
@@ -230,7 +230,7 @@ func BenchmarkCompare(b *testing.B) {
 	if *svgOut != "" {
 		var svg bytes.Buffer
 		title := fmt.Sprintf("%d Pods, image change at maxUnavailable 100%%, one kwok cluster", n)
-		if err := benchreport.WriteSVG(&svg, title, results[0]); err != nil {
+		if err := compare.WriteSVG(&svg, title, results[0]); err != nil {
 			b.Fatal(err)
 		}
 		if err := os.WriteFile(*svgOut, svg.Bytes(), 0o644); err != nil {
@@ -279,7 +279,7 @@ type podWatch struct {
 	mu       sync.Mutex
 	store    cache.Store
 	image    string
-	progress *benchreport.Progress
+	progress *compare.Progress
 	stopCh   chan struct{}
 }
 
@@ -329,7 +329,7 @@ func (w *podWatch) begin(n int, image string, start time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.image = image
-	w.progress = benchreport.NewProgress(n, start)
+	w.progress = compare.NewProgress(n, start)
 	for _, obj := range w.store.List() {
 		pod := obj.(*corev1.Pod)
 		w.progress.Seed(string(pod.UID), podState(pod, image))
@@ -339,18 +339,18 @@ func (w *podWatch) begin(n int, image string, start time.Time) {
 // wait returns the pass's progress once every Pod is ready on its image.
 // After timeout it reports an error and returns the progress so far (Done
 // stays -1, "never" in the table), so the other controllers still run.
-func (w *podWatch) wait(b *testing.B, what string, timeout time.Duration) benchreport.Progress {
+func (w *podWatch) wait(b *testing.B, what string, timeout time.Duration) compare.Progress {
 	deadline := time.Now().Add(timeout)
 	for {
 		w.mu.Lock()
 		p := *w.progress
-		p.Points = append([]benchreport.Point(nil), p.Points...)
+		p.Points = append([]compare.Point(nil), p.Points...)
 		w.mu.Unlock()
 		if p.IsDone() {
 			return p
 		}
 		if time.Now().After(deadline) {
-			var last benchreport.Point
+			var last compare.Point
 			if len(p.Points) > 0 {
 				last = p.Points[len(p.Points)-1]
 			}
@@ -371,8 +371,8 @@ func (w *podWatch) uids() map[string]bool {
 
 func (w *podWatch) stop() { close(w.stopCh) }
 
-func podState(pod *corev1.Pod, image string) benchreport.PodState {
-	var s benchreport.PodState
+func podState(pod *corev1.Pod, image string) compare.PodState {
+	var s compare.PodState
 	if pod.DeletionTimestamp != nil {
 		return s
 	}
@@ -406,13 +406,13 @@ func deleteNamespace(b *testing.B, ctx context.Context, cs kubernetes.Interface,
 	}
 }
 
-func countWrites(b *testing.B, auditLog, agent string, from, to time.Time) benchreport.Writes {
+func countWrites(b *testing.B, auditLog, agent string, from, to time.Time) compare.Writes {
 	f, err := os.Open(auditLog)
 	if err != nil {
 		b.Fatalf("opening the audit log: %v", err)
 	}
 	defer func() { _ = f.Close() }()
-	w, err := benchreport.CountWrites(f, agent, from, to)
+	w, err := compare.CountWrites(f, agent, from, to)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func logWriters(b *testing.B, auditLog string) {
 		b.Fatalf("opening the audit log: %v", err)
 	}
 	defer func() { _ = f.Close() }()
-	agents, err := benchreport.UserAgents(f)
+	agents, err := compare.UserAgents(f)
 	if err != nil {
 		b.Fatal(err)
 	}

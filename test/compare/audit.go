@@ -1,8 +1,8 @@
-// Package benchreport holds the pure parts of the side-by-side benchmark
+// Package compare holds the pure parts of the side-by-side benchmark
 // (test/bench, make bench-compare): counting each controller's writes in the
 // API server's audit log, following Pods ready on the new image over time,
 // and printing the table and the SVG chart. No cluster is needed to test it.
-package benchreport
+package compare
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package benchreport
+package compare
 
 import (
 	"fmt"
