@@ -124,7 +124,28 @@ demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 prom
 
 .PHONY: bench
 bench: test-assets ## In-place update of $(PODS) Pods on one kwok cluster; prints wall time, writes/Pod, RSS.
-	go test -count=1 ./test/bench/ -run TestNone -bench . -benchtime 1x -timeout 30m -args -pods=$(PODS)
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkInPlaceUpdate -benchtime 1x -timeout 30m -args -pods=$(PODS)
+
+# Controllers bench-compare runs, in order (see test/bench/compare_bench_test.go).
+COMPARE ?= stepwise,deployment,kruise,kruise-noqps
+
+.PHONY: kruise-manager
+kruise-manager: ## Build OpenKruise v1.9.0's manager into bin/ (for bench-compare; pinned in hack/kruise).
+	KWOK_VERSION=$(KWOK_VERSION) CONTROLLER_GEN_VERSION=$(CONTROLLER_GEN_VERSION) hack/test-assets.sh kruise-manager
+
+.PHONY: bench-compare
+bench-compare: test-assets kruise-manager ## The same image change of $(PODS) Pods by Stepwise, a Deployment and OpenKruise on one kwok cluster; table, docs/bench-compare.svg.
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 120m \
+		-args -pods=$(PODS) -compare=$(COMPARE) -svg=$(CURDIR)/docs/bench-compare.svg -report=$(CURDIR)/docs/bench-compare.md
+
+# bench-smoke's controllers; adding kruise or kruise-noqps builds OpenKruise
+# first (about 4.5 minutes cold on 2 cores) and adds about 25 s.
+SMOKE_COMPARE ?= stepwise,deployment
+
+.PHONY: bench-smoke
+bench-smoke: test-assets $(if $(findstring kruise,$(SMOKE_COMPARE)),kruise-manager) ## bench-compare at 20 Pods, Stepwise and Deployment (CI: keeps the benchmarks from rotting; under a minute of test time).
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 15m \
+		-args -pods=20 -compare=$(SMOKE_COMPARE)
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.

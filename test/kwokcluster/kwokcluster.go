@@ -85,6 +85,9 @@ type Options struct {
 	// certificate, for clients that reach it by another address (Pods that
 	// use the kubernetes Service's ClusterIP).
 	APIServerCertSANs []string
+	// AuditPolicyFile, when set, is the API server's audit policy; its log
+	// is at AuditLogPath. The benchmarks count each client's writes there.
+	AuditPolicyFile string
 }
 
 // Cluster is a running kwok cluster.
@@ -174,6 +177,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--kubeconfig=",
 		"--quiet-pull",
 		"--timeout", opts.StartTimeout.String(),
+		"--kube-audit-policy", opts.AuditPolicyFile,
 	}, disable...)...); err != nil {
 		return nil, err
 	}
@@ -225,6 +229,28 @@ func (c *Cluster) Resyncs() int64 { return c.resyncs.Load() }
 // LogDir holds one log file per cluster component (kwok-controller.log,
 // kube-apiserver.log, ...), until Stop.
 func (c *Cluster) LogDir() string { return filepath.Join(c.Workdir, "clusters", c.Name, "logs") }
+
+// AuditLogPath is the API server's audit log (JSON lines), written when
+// Options.AuditPolicyFile is set.
+func (c *Cluster) AuditLogPath() string { return filepath.Join(c.LogDir(), "audit.log") }
+
+// ComponentPID is the process id of one component kwokctl runs
+// ("kube-controller-manager", "kube-apiserver", ...).
+func (c *Cluster) ComponentPID(component string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(c.Workdir, "clusters", c.Name, "pids", component+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("reading pid of %s: %w", component, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, fmt.Errorf("parsing pid of %s: %w", component, err)
+	}
+	return pid, nil
+}
+
+// InstallCRDs creates every CRD in dir's YAML and JSON files and waits until
+// they are Established (a peer's CRDs, for the side-by-side benchmark).
+func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error { return c.installCRDs(ctx, dir) }
 
 // ScaleNodes makes the cluster have exactly n kwok nodes and waits until they
 // are all Ready and schedulable.

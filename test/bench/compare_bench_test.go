@@ -1,0 +1,644 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/stepwise-dev/stepwise/test/compare"
+	"github.com/stepwise-dev/stepwise/test/kwokcluster"
+)
+
+var (
+	compareRuns = flag.String("compare", "stepwise,deployment,kruise,kruise-noqps",
+		"BenchmarkCompare: controllers to run, in order: stepwise, deployment, kruise (OpenKruise at its default client QPS), kruise-noqps (no client rate limit, as Stepwise)")
+	kruiseBinary = flag.String("kruise-bin", "", "OpenKruise manager binary; empty: kruise-manager in $STEPWISE_BIN, else in bin/")
+	svgOut       = flag.String("svg", "", "BenchmarkCompare: write the chart of the maxUnavailable 100% pass here")
+	reportOut    = flag.String("report", "", "BenchmarkCompare: write the Markdown tables here")
+)
+
+// The user agents the audit log attributes writes to. Each controller runs
+// alone during its rollouts; the agents keep kwok's status writes, the
+// scheduler's bindings and the benchmark's own changes out of the count.
+const (
+	stepwiseAgent = "stepwise-manager/"
+	kruiseAgent   = "kruise-manager"
+	kcmAgent      = "kube-controller-manager/"
+	benchAgent    = "stepwise-bench"
+)
+
+var (
+	stepwiseCloneSets = schema.GroupVersionResource{Group: "stepwise.dev", Version: "v1alpha1", Resource: "clonesets"}
+	// v1beta1 is OpenKruise v1.9's stored version; its CRD converts nothing, so
+	// a v1alpha1 updateStrategy would be lost on the way.
+	kruiseCloneSets    = schema.GroupVersionResource{Group: "apps.kruise.io", Version: "v1beta1", Resource: "clonesets"}
+	deployments        = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	mutatingWebhooks   = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}
+	validatingWebhooks = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}
+)
+
+// compareRun is one controller under test.
+type compareRun struct {
+	key, name, agent, note string
+	gvr                    schema.GroupVersionResource
+	maxUnavailablePath     string
+}
+
+var compareCatalog = map[string]compareRun{
+	"stepwise": {key: "stepwise", name: "Stepwise CloneSet", agent: stepwiseAgent, gvr: stepwiseCloneSets,
+		maxUnavailablePath: "/spec/updateStrategy/maxUnavailable"},
+	"deployment": {key: "deployment", name: "Deployment", agent: kcmAgent, gvr: deployments, note: "RSS and CPU: the whole kube-controller-manager",
+		maxUnavailablePath: "/spec/strategy/rollingUpdate/maxUnavailable"},
+	"kruise": {key: "kruise", name: "OpenKruise CloneSet, QPS 30", agent: kruiseAgent, gvr: kruiseCloneSets,
+		maxUnavailablePath: "/spec/updateStrategy/rollingUpdate/maxUnavailable"},
+	"kruise-noqps": {key: "kruise-noqps", name: "OpenKruise CloneSet, no QPS limit", agent: kruiseAgent, gvr: kruiseCloneSets,
+		maxUnavailablePath: "/spec/updateStrategy/rollingUpdate/maxUnavailable"},
+}
+
+// comparePasses are the image changes every controller makes, in order.
+var comparePasses = []struct{ maxUnavailable, image string }{
+	{"100%", "example.com/app:v2"},
+	{"20%", "example.com/app:v3"},
+}
+
+// BenchmarkCompare runs the same image change of -pods Pods by Stepwise's
+// CloneSet, a Deployment and OpenKruise's CloneSet, one after the other on
+// one kwok cluster, and prints their figures side by side (make bench-compare).
+func BenchmarkCompare(b *testing.B) {
+	n := *podCount
+	ctx := context.Background()
+	runs := strings.Split(*compareRuns, ",")
+	for _, r := range runs {
+		if _, ok := compareCatalog[r]; !ok {
+			b.Fatalf("-compare: unknown controller %q", r)
+		}
+	}
+	policy := filepath.Join(b.TempDir(), "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(compare.AuditPolicy), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cluster := kwokcluster.StartForTest(b, kwokcluster.Options{Nodes: (n + podsPerNode - 1) / podsPerNode, AuditPolicyFile: policy, Logf: b.Logf})
+	cfg := rest.CopyConfig(cluster.RESTConfig)
+	cfg.UserAgent = benchAgent
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(cfg)
+
+	results := make([][]compare.Result, len(comparePasses))
+	kruiseReady := false
+	for i, key := range runs {
+		run := compareCatalog[key]
+		last := i == len(runs)-1
+		b.Logf("%s: %d Pods, load %s", run.name, n, loadAverage())
+		var proc *controllerProcess
+		switch key {
+		case "stepwise":
+			proc = startStepwise(b, cluster.Kubeconfig)
+		case "deployment":
+			pid, err := cluster.ComponentPID("kube-controller-manager")
+			if err != nil {
+				b.Fatal(err)
+			}
+			proc = &controllerProcess{pid: pid}
+		case "kruise", "kruise-noqps":
+			if !kruiseReady {
+				setUpKruise(b, ctx, cluster, dyn)
+				kruiseReady = true
+			}
+			qps := []string{"--rest-config-qps=30", "--rest-config-burst=50"} // its defaults, said out loud
+			if key == "kruise-noqps" {
+				qps = []string{"--rest-config-qps=-1"}
+			}
+			proc = startKruise(b, cluster.Kubeconfig, qps)
+		}
+
+		ns := "cmp-" + key
+		if err := cluster.CreateNamespace(ctx, ns); err != nil {
+			b.Fatal(err)
+		}
+		w := watchPods(b, cs, ns)
+		w.begin(n, "example.com/app:v1", time.Now())
+		created := time.Now()
+		if _, err := dyn.Resource(run.gvr).Namespace(ns).Create(ctx, workload(key, n), metav1.CreateOptions{}); err != nil {
+			b.Fatalf("%s: creating the workload: %v", run.name, err)
+		}
+		if initial := w.wait(b, run.name+" creating", passTimeout(n)); !initial.IsDone() {
+			b.Fatalf("%s: the Pods never became ready on the first image", run.name)
+		}
+		b.Logf("%s: %d Pods created and ready in %s", run.name, n, time.Since(created).Round(time.Millisecond))
+
+		for i, pass := range comparePasses {
+			before := w.uids()
+			proc.resetPeak(b)
+			cpu0 := proc.cpuSeconds(b)
+			load := loadAverage()
+			start := time.Now()
+			w.begin(n, pass.image, start)
+			patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":%q},{"op":"replace","path":%q,"value":%q}]`,
+				pass.image, run.maxUnavailablePath, pass.maxUnavailable)
+			if _, err := dyn.Resource(run.gvr).Namespace(ns).Patch(ctx, "bench", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				b.Fatalf("%s: changing the image: %v", run.name, err)
+			}
+			progress := w.wait(b, fmt.Sprintf("%s, maxUnavailable %s", run.name, pass.maxUnavailable), passTimeout(n))
+			// Writes that finish the rollout (the last status updates) land
+			// just after the last Pod is ready: count two more seconds.
+			time.Sleep(2 * time.Second)
+			end := time.Now()
+			writes := countWrites(b, cluster.AuditLogPath(), run.agent, start, end)
+			after := w.uids()
+			changed := 0
+			for uid := range after {
+				if !before[uid] {
+					changed++
+				}
+			}
+			res := compare.Result{
+				Name: run.name, Pods: n, Wall: progress.Done, FirstReady: progress.FirstReady, MaxUnavailable: progress.MaxUnavail,
+				Writes: writes, UIDsChanged: changed, PeakRSS: proc.peakRSS(b), CPUSeconds: proc.cpuSeconds(b) - cpu0,
+				Note: run.note, Points: progress.Points,
+			}
+			results[i] = append(results[i], res)
+			all, conflicts := res.PerPod()
+			b.Logf("%s, maxUnavailable %s: all ready on %s in %s, first after %s, most unavailable %d, writes/Pod %.2f (409s %.2f), UIDs changed %d, peak RSS %.0f MiB, CPU %.1f s; load before %s, after %s",
+				run.name, pass.maxUnavailable, pass.image, res.Wall.Round(time.Millisecond), res.FirstReady.Round(time.Millisecond), res.MaxUnavailable,
+				all, conflicts, changed, float64(res.PeakRSS)/(1<<20), res.CPUSeconds, load, loadAverage())
+		}
+		w.stop()
+		// Before the controller stops: OpenKruise's namespace webhook
+		// fails closed without its manager.
+		if last { // the cluster goes with the benchmark; minutes saved at 1000 Pods
+			proc.stop()
+			continue
+		}
+		// The workload first, so that its controller does not recreate the
+		// Pods the namespace deletion removes.
+		if err := dyn.Resource(run.gvr).Namespace(ns).Delete(ctx, "bench", metav1.DeleteOptions{
+			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+			b.Fatalf("%s: deleting the workload: %v", run.name, err)
+		}
+		deleteNamespace(b, ctx, cs, ns)
+		proc.stop()
+	}
+	if kruiseReady {
+		// Their failurePolicy is Fail: with the manager gone they would refuse Pods.
+		for name, gvr := range map[string]schema.GroupVersionResource{
+			"kruise-mutating-webhook-configuration":   mutatingWebhooks,
+			"kruise-validating-webhook-configuration": validatingWebhooks,
+		} {
+			if err := dyn.Resource(gvr).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				b.Errorf("deleting %s: %v", name, err)
+			}
+		}
+	}
+	logWriters(b, cluster.AuditLogPath())
+
+	var out bytes.Buffer
+	_, _ = fmt.Fprintf(&out, "Side-by-side image change of %d Pods on one kwok cluster (%d nodes), %s, load at the end %s.\n",
+		n, (n+podsPerNode-1)/podsPerNode, time.Now().UTC().Format("2006-01-02 15:04 MST"), loadAverage())
+	for i, pass := range comparePasses {
+		compare.WriteTable(&out, fmt.Sprintf("maxUnavailable %s (ratios to the first row):", pass.maxUnavailable), results[i])
+	}
+	fmt.Print("\n" + out.String())
+	if *reportOut != "" {
+		if err := os.WriteFile(*reportOut, out.Bytes(), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if *svgOut != "" {
+		var svg bytes.Buffer
+		title := fmt.Sprintf("%d Pods, image change at maxUnavailable 100%%, one kwok cluster", n)
+		if err := compare.WriteSVG(&svg, title, results[0]); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(*svgOut, svg.Bytes(), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// passTimeout bounds one rollout: OpenKruise at QPS 30 needs about 4 writes
+// per Pod at 30 a second, Stepwise and kcm far less.
+func passTimeout(n int) time.Duration {
+	return max(3*time.Minute, time.Duration(n)*600*time.Millisecond)
+}
+
+// workload is the benchmarked object: n Pods of one container on image v1,
+// maxUnavailable 100%, no surge; in place where the controller can.
+func workload(key string, n int) *unstructured.Unstructured {
+	template := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"app": "bench"}},
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "app", "image": "example.com/app:v1"}}},
+	}
+	spec := map[string]any{
+		"replicas": int64(n),
+		"selector": map[string]any{"matchLabels": map[string]any{"app": "bench"}},
+		"template": template,
+	}
+	obj := map[string]any{"metadata": map[string]any{"name": "bench"}, "spec": spec}
+	switch key {
+	case "deployment":
+		obj["apiVersion"], obj["kind"] = "apps/v1", "Deployment"
+		spec["strategy"] = map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": "100%", "maxSurge": int64(0)}}
+	case "stepwise":
+		obj["apiVersion"], obj["kind"] = "stepwise.dev/v1alpha1", "CloneSet"
+		spec["updateStrategy"] = map[string]any{"type": "InPlaceIfPossible", "maxUnavailable": "100%"}
+	default:
+		obj["apiVersion"], obj["kind"] = "apps.kruise.io/v1beta1", "CloneSet"
+		spec["updateStrategy"] = map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{
+			"podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": "100%", "maxSurge": int64(0)}}
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// podWatch follows the Pods of one namespace through an informer and feeds
+// the current pass's Progress.
+type podWatch struct {
+	mu       sync.Mutex
+	store    cache.Store
+	image    string
+	progress *compare.Progress
+	stopCh   chan struct{}
+}
+
+func watchPods(b *testing.B, cs kubernetes.Interface, ns string) *podWatch {
+	w := &podWatch{stopCh: make(chan struct{})}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	w.store = inf.GetStore()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.set(obj) },
+		UpdateFunc: func(_, obj any) { w.set(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				if w.progress != nil {
+					w.progress.Delete(string(pod.UID), time.Now())
+				}
+			}
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	factory.Start(w.stopCh)
+	factory.WaitForCacheSync(w.stopCh)
+	return w
+}
+
+func (w *podWatch) set(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.progress != nil {
+		w.progress.Set(string(pod.UID), podState(pod, w.image), time.Now())
+	}
+}
+
+// begin starts a new pass toward image, seeded with the Pods as they are.
+func (w *podWatch) begin(n int, image string, start time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.image = image
+	w.progress = compare.NewProgress(n, start)
+	for _, obj := range w.store.List() {
+		pod := obj.(*corev1.Pod)
+		w.progress.Seed(string(pod.UID), podState(pod, image))
+	}
+}
+
+// wait returns the pass's progress once every Pod is ready on its image.
+// After timeout it reports an error and returns the progress so far (Done
+// stays -1, "never" in the table), so the other controllers still run.
+func (w *podWatch) wait(b *testing.B, what string, timeout time.Duration) compare.Progress {
+	deadline := time.Now().Add(timeout)
+	for {
+		w.mu.Lock()
+		p := *w.progress
+		p.Points = append([]compare.Point(nil), p.Points...)
+		w.mu.Unlock()
+		if p.IsDone() {
+			return p
+		}
+		if time.Now().After(deadline) {
+			var last compare.Point
+			if len(p.Points) > 0 {
+				last = p.Points[len(p.Points)-1]
+			}
+			b.Errorf("%s: not all %d Pods ready on %s after %s (last: %+v)", what, p.Desired, w.image, timeout, last)
+			return p
+		}
+		time.Sleep(100 * time.Millisecond) // the benchmark's observation loop, not a controller's
+	}
+}
+
+func (w *podWatch) uids() map[string]bool {
+	uids := map[string]bool{}
+	for _, obj := range w.store.List() {
+		uids[string(obj.(*corev1.Pod).UID)] = true
+	}
+	return uids
+}
+
+func (w *podWatch) stop() { close(w.stopCh) }
+
+func podState(pod *corev1.Pod, image string) compare.PodState {
+	var s compare.PodState
+	if pod.DeletionTimestamp != nil {
+		return s
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			s.Ready = true
+		}
+	}
+	s.NewImage = len(pod.Status.ContainerStatuses) > 0
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.Image != image {
+			s.NewImage = false
+		}
+	}
+	return s
+}
+
+func deleteNamespace(b *testing.B, ctx context.Context, cs kubernetes.Interface, ns string) {
+	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		b.Fatalf("deleting namespace %s: %v", ns, err)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("namespace %s still there after 10 minutes", ns)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func countWrites(b *testing.B, auditLog, agent string, from, to time.Time) compare.Writes {
+	f, err := os.Open(auditLog)
+	if err != nil {
+		b.Fatalf("opening the audit log: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	w, err := compare.CountWrites(f, agent, from, to)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return w
+}
+
+// logWriters shows every writer the audit log saw, so that a controller
+// whose agent is not the one expected shows up as zero writes plus a name.
+func logWriters(b *testing.B, auditLog string) {
+	f, err := os.Open(auditLog)
+	if err != nil {
+		b.Fatalf("opening the audit log: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	agents, err := compare.UserAgents(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("writers in the audit log: %v", agents)
+}
+
+// controllerProcess is a controller whose memory and CPU the benchmark reads
+// from /proc; cmd is nil for a process the cluster owns (kube-controller-manager).
+type controllerProcess struct {
+	pid int
+	cmd *exec.Cmd
+}
+
+func startProcess(b *testing.B, binary string, env []string, args ...string) *controllerProcess {
+	// Kept after the run, for looking into a surprising figure.
+	logFile, err := os.CreateTemp("", "stepwise-bench-"+filepath.Base(binary)+"-*.log")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("starting %s: %v", binary, err)
+	}
+	p := &controllerProcess{pid: cmd.Process.Pid, cmd: cmd}
+	b.Cleanup(p.stop)
+	b.Logf("%s started (pid %d), log %s", filepath.Base(binary), p.pid, logFile.Name())
+	return p
+}
+
+func (p *controllerProcess) stop() {
+	if p.cmd == nil || p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// resetPeak restarts the kernel's high-water mark of resident memory, so
+// that peakRSS is the peak of one pass.
+func (p *controllerProcess) resetPeak(b *testing.B) {
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.pid), []byte("5"), 0); err != nil {
+		b.Fatalf("resetting the peak RSS of %d: %v", p.pid, err)
+	}
+}
+
+func (p *controllerProcess) peakRSS(b *testing.B) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		b.Fatalf("reading memory of %d: %v", p.pid, err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kib, err := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kib << 10
+		}
+	}
+	b.Fatal("no VmHWM in /proc status")
+	return 0
+}
+
+// cpuSeconds is the process's user plus system time (USER_HZ is 100 on Linux).
+func (p *controllerProcess) cpuSeconds(b *testing.B) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		b.Fatalf("reading CPU time of %d: %v", p.pid, err)
+	}
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// After the name: state is field 3, utime 14 and stime 15.
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("parsing /proc/%d/stat: %q", p.pid, s)
+	}
+	return (utime + stime) / 100
+}
+
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(raw))
+	return strings.Join(f[:3], " ")
+}
+
+func waitHTTP(b *testing.B, url, what string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if resp, err := http.Get(url); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s not ready after %s", what, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// startStepwise builds and runs cmd/manager with its defaults, named so
+// that its user agent says stepwise-manager.
+func startStepwise(b *testing.B, kubeconfig string) *controllerProcess {
+	root, err := kwokcluster.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	binary := filepath.Join(b.TempDir(), "stepwise-manager")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/manager")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building manager: %v\n%s", err, out)
+	}
+	metricsAddr, probeAddr := freeAddr(b), freeAddr(b)
+	p := startProcess(b, binary, nil, "--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address", probeAddr, "--zap-log-level", "error")
+	waitHTTP(b, "http://"+probeAddr+"/readyz", "Stepwise manager", time.Minute)
+	return p
+}
+
+// kruiseModuleDir is where the Go module cache holds OpenKruise v1.9.0,
+// as hack/kruise pins it: its CRDs and webhook configurations are read there.
+func kruiseModuleDir(b *testing.B) string {
+	root, err := kwokcluster.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openkruise/kruise")
+	cmd.Dir = filepath.Join(root, "hack", "kruise")
+	out, err := cmd.Output()
+	if err != nil || len(bytes.TrimSpace(out)) == 0 {
+		b.Fatalf("finding OpenKruise in the module cache (make kruise-manager downloads it): %v", err)
+	}
+	return string(bytes.TrimSpace(out))
+}
+
+// setUpKruise installs what OpenKruise's local-debug mode needs: its CRDs,
+// its namespace, and its two webhook configurations under the names the
+// manager looks for (it fills in the CA bundle and the 127.0.0.1 URL).
+func setUpKruise(b *testing.B, ctx context.Context, cluster *kwokcluster.Cluster, dyn dynamic.Interface) {
+	dir := kruiseModuleDir(b)
+	if err := cluster.InstallCRDs(ctx, filepath.Join(dir, "config", "crd", "bases")); err != nil {
+		b.Fatal(err)
+	}
+	if err := cluster.CreateNamespace(ctx, "kruise-system"); err != nil {
+		b.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			break
+		}
+		if obj == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		gvr := mutatingWebhooks
+		if u.GetKind() == "ValidatingWebhookConfiguration" {
+			gvr = validatingWebhooks
+		}
+		u.SetName("kruise-" + u.GetName())
+		if _, err := dyn.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			b.Fatalf("creating %s: %v", u.GetName(), err)
+		}
+	}
+}
+
+// startKruise runs OpenKruise's manager off-cluster in its local-debug mode:
+// the webhook on 127.0.0.1 with certificates in a directory of ours.
+func startKruise(b *testing.B, kubeconfig string, qps []string) *controllerProcess {
+	binary := *kruiseBinary
+	if binary == "" {
+		dir := os.Getenv("STEPWISE_BIN")
+		if dir == "" {
+			root, err := kwokcluster.RepoRoot()
+			if err != nil {
+				b.Fatal(err)
+			}
+			dir = filepath.Join(root, "bin")
+		}
+		binary = filepath.Join(dir, "kruise-manager")
+	}
+	if _, err := os.Stat(binary); err != nil {
+		b.Fatalf("OpenKruise manager: %v (make kruise-manager builds it)", err)
+	}
+	port := strings.TrimPrefix(freeAddr(b), "127.0.0.1:")
+	probeAddr := freeAddr(b)
+	env := []string{"KUBECONFIG=" + kubeconfig, "WEBHOOK_HOST=127.0.0.1", "WEBHOOK_PORT=" + port,
+		"WEBHOOK_CERT_DIR=" + b.TempDir(), "POD_NAMESPACE=kruise-system"}
+	args := append([]string{"--enable-leader-election=false", "--metrics-addr=" + freeAddr(b), "--health-probe-addr=" + probeAddr,
+		"--enable-pprof=false", "--feature-gates=CloneSetPartitionRollback=true,KruiseDaemon=false", "--v=1"}, qps...)
+	p := startProcess(b, binary, env, args...)
+	waitHTTP(b, "http://"+probeAddr+"/readyz", "OpenKruise manager", 2*time.Minute)
+	return p
+}

@@ -1,0 +1,154 @@
+// Package compare holds the pure parts of the side-by-side benchmark
+// (test/bench, make bench-compare): counting each controller's writes in the
+// API server's audit log, following Pods ready on the new image over time,
+// and printing the table and the SVG chart. No cluster is needed to test it.
+package compare
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// WriteKey names one kind of write: resource (with its API group and
+// subresource), verb, and whether it was refused with 409 Conflict.
+type WriteKey struct {
+	Resource string // "pods", "pods/status", "clonesets.apps.kruise.io", ...
+	Verb     string // create, update, patch, delete
+	Conflict bool   // answered 409
+}
+
+func (k WriteKey) String() string {
+	s := k.Resource + " " + k.Verb
+	if k.Conflict {
+		s += " (409)"
+	}
+	return s
+}
+
+// Writes counts one client's writes by kind.
+type Writes map[WriteKey]int
+
+// Total is the number of writes; conflicts counts only the 409s.
+func (w Writes) Total() (total, conflicts int) {
+	for k, n := range w {
+		total += n
+		if k.Conflict {
+			conflicts += n
+		}
+	}
+	return total, conflicts
+}
+
+// Sorted lists the kinds, most frequent first.
+func (w Writes) Sorted() []WriteKey {
+	keys := make([]WriteKey, 0, len(w))
+	for k := range w {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if w[keys[i]] != w[keys[j]] {
+			return w[keys[i]] > w[keys[j]]
+		}
+		return keys[i].String() < keys[j].String()
+	})
+	return keys
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the count needs.
+type auditEvent struct {
+	Stage          string    `json:"stage"`
+	Verb           string    `json:"verb"`
+	UserAgent      string    `json:"userAgent"`
+	StageTimestamp time.Time `json:"stageTimestamp"`
+	ObjectRef      *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		APIGroup    string `json:"apiGroup"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
+
+// CountWrites reads an audit log (JSON lines) and counts the writes whose
+// user agent starts with agentPrefix and that completed in [from, to].
+// Reads, other clients, and writes outside the window are skipped; a line
+// that is not an audit event is an error (the log is ours, so it means the
+// format changed).
+func CountWrites(r io.Reader, agentPrefix string, from, to time.Time) (Writes, error) {
+	w := Writes{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		if len(strings.TrimSpace(sc.Text())) == 0 {
+			continue
+		}
+		var ev auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("audit log line %d: %w", line, err)
+		}
+		if ev.Stage != "ResponseComplete" || !writeVerbs[ev.Verb] || ev.ObjectRef == nil ||
+			!strings.HasPrefix(ev.UserAgent, agentPrefix) ||
+			ev.StageTimestamp.Before(from) || ev.StageTimestamp.After(to) {
+			continue
+		}
+		res := ev.ObjectRef.Resource
+		if ev.ObjectRef.APIGroup != "" {
+			res += "." + ev.ObjectRef.APIGroup
+		}
+		if ev.ObjectRef.Subresource != "" {
+			res += "/" + ev.ObjectRef.Subresource
+		}
+		key := WriteKey{Resource: res, Verb: ev.Verb}
+		if ev.ResponseStatus != nil && ev.ResponseStatus.Code == 409 {
+			key.Conflict = true
+		}
+		w[key]++
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading audit log: %w", err)
+	}
+	return w, nil
+}
+
+// UserAgents lists the distinct user agents of the log's writes with their
+// counts, for checking that every writer is attributed to someone.
+func UserAgents(r io.Reader) (map[string]int, error) {
+	agents := map[string]int{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			continue
+		}
+		if ev.Stage == "ResponseComplete" && writeVerbs[ev.Verb] {
+			agent, _, _ := strings.Cut(ev.UserAgent, " ")
+			agents[agent]++
+		}
+	}
+	return agents, sc.Err()
+}
+
+// AuditPolicy records every completed write at Metadata level and nothing
+// else: reads and Lease renewals (leader election, node heartbeats) are not
+// work done for the Pods.
+const AuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: None
+  verbs: ["get", "list", "watch"]
+- level: None
+  resources:
+  - group: coordination.k8s.io
+    resources: ["leases"]
+- level: Metadata
+`
