@@ -77,8 +77,9 @@ func stableRef(rule gatewayv1.HTTPRouteRule, stable string) int {
 // to the canary Service and the rest to the stable one. The stable
 // backendRef is kept as written (port, namespace, filters); the canary's is
 // a copy of it naming the canary. At weight 0 the rule holds the stable
-// backendRef alone, without weight, as a manifest in git writes it. Every
-// other rule and field is left as it is.
+// backendRef alone, without weight, as a manifest in git writes it (a rule
+// that holds it alone already is left as it is). Every other rule and
+// field is left as it is.
 func WeightedRules(rules []gatewayv1.HTTPRouteRule, idx int, stable, canary string, weight int32) ([]gatewayv1.HTTPRouteRule, error) {
 	if idx < 0 || idx >= len(rules) {
 		return nil, fmt.Errorf("no rule %d", idx)
@@ -98,6 +99,10 @@ func WeightedRules(rules []gatewayv1.HTTPRouteRule, idx int, stable, canary stri
 		}
 	}
 	st := *rule.BackendRefs[si].DeepCopy()
+	if weight <= 0 && len(rule.BackendRefs) == 1 {
+		// Already at rest: left exactly as the API server stores it.
+		return out, nil
+	}
 	if weight <= 0 {
 		st.Weight = nil
 		rule.BackendRefs = []gatewayv1.HTTPBackendRef{st}
