@@ -133,6 +133,11 @@ type TrafficStatus struct {
 	// CanaryRevision is the revision the canary Service selects.
 	// +optional
 	CanaryRevision string `json:"canaryRevision,omitempty"`
+	// Step is the step whose weight and matches the routes carry for
+	// canaryRevision, accepted by their Gateways: the step's gate waits for
+	// it. Unset otherwise.
+	// +optional
+	Step *int32 `json:"step,omitempty"`
 	// Accepted is true when every route that has a parent Gateway reports
 	// the Rollout's rules accepted for each parent (or has no parent that
 	// reports at all).
