@@ -165,6 +165,11 @@ const (
 	// EventTrafficRestored: the routes send everything to the stable
 	// Service again (after a promotion, an abort, or the Rollout's deletion).
 	EventTrafficRestored = "TrafficRestored"
+	// EventTrafficReleased: the Rollout was deleted while it routed
+	// traffic; its routes and the stable Service are back to git's form.
+	// A reason of its own: the recorder folds a second Event of one reason
+	// on one object into a series that it writes only later.
+	EventTrafficReleased = "TrafficReleased"
 	// EventCanaryPodDeleted: a canary Pod was deleted after an abort so that
 	// its workload recreates it on the stable revision.
 	EventCanaryPodDeleted = "CanaryPodDeleted"

@@ -391,7 +391,7 @@ func otherManagers(entries []metav1.ManagedFieldsEntry, path []string) []string 
 
 func ownsPath(e metav1.ManagedFieldsEntry, path []string) bool {
 	set := &fieldpath.Set{}
-	if err := set.FromJSON(strings.NewReader(string(e.FieldsV1.Raw))); err != nil {
+	if err := set.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 		return false
 	}
 	p := make(fieldpath.Path, 0, len(path))
