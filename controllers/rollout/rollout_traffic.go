@@ -168,12 +168,8 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	default:
 		tin.Mode = traffic.Idle
 	}
+	tin.Moving = onStable != int32(len(pods))
 	plan := traffic.Decide(tin)
-	if tin.Mode == traffic.Idle && onStable != int32(len(pods)) {
-		// Pods move to the stable revision all at once (a rollback or a
-		// downgrade): the stable Service selects them all meanwhile.
-		plan.StableSelects = ""
-	}
 	key, value := revisionLabel(ro.Spec.WorkloadRef)
 	res, err := r.trafficApplier().Apply(ctx, traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}, plan)
 	if err != nil {

@@ -35,6 +35,9 @@ type Input struct {
 	Previous int32
 	// StableRevision and CanaryRevision (empty when there is no canary).
 	StableRevision, CanaryRevision string
+	// Moving is true when, with no step in progress, Pods still move to
+	// the stable revision all at once (a rollback or a downgrade).
+	Moving bool
 }
 
 // Plan is what the routes and Services must carry.
@@ -56,7 +59,7 @@ func (p Plan) Shifted() bool { return p.CanaryWeight > 0 || len(p.Matches) > 0 }
 
 // Decide returns the traffic for in. Rules, in order:
 //   - Idle: all to stable, no matches; both Services select the stable
-//     revision.
+//     revision (the stable Service every Pod while they are Moving).
 //   - Completed: the stable Service selects the canary revision (every
 //     Pod runs it), the canary weight is 0 and the matches go.
 //   - Aborted: no matches; the canary weight never rises, and falls with
@@ -83,6 +86,12 @@ func Decide(in Input) Plan {
 	case Idle:
 		p.CanarySelects = stable
 		p.Why = "no rollout in progress"
+		if in.Moving {
+			// The stable Service selects every Pod until they all run the
+			// stable revision: none is left out while it moves.
+			p.StableSelects = ""
+			p.Why = "Pods moving to the stable revision all at once"
+		}
 		return p
 	case Completed:
 		p.StableSelects = canary

@@ -22,6 +22,7 @@ func TestDecide(t *testing.T) {
 		stable, can string
 	}{
 		{"idle sends all to stable", Input{Mode: Idle, StableReady: 10, StableRevision: "a", CanaryRevision: "b", Previous: 30}, 0, 0, "a", "a"},
+		{"a rollback moving every Pod: the stable Service selects them all", Input{Mode: Idle, Moving: true, StableReady: 6, StableRevision: "a", Previous: 0}, 0, 0, "", "a"},
 		{"a ready step takes its traffic", Input{Mode: Stepping, Step: withTraffic(20, testerHeader), StepReady: true, StableReady: 9, CanaryReady: 1, Previous: 0, StableRevision: "a", CanaryRevision: "b"}, 20, 1, "a", "b"},
 		{"a step waits for its Pods before raising the weight", Input{Mode: Stepping, Step: withTraffic(50), StableReady: 8, CanaryReady: 1, Previous: 20, StableRevision: "a", CanaryRevision: "b"}, 20, 0, "a", "b"},
 		{"matches come with the step, before its weight", Input{Mode: Stepping, Step: withTraffic(50, testerHeader), StableReady: 9, CanaryReady: 1, StableRevision: "a", CanaryRevision: "b"}, 0, 1, "a", "b"},
