@@ -202,7 +202,10 @@ func validateSelector(cs *stepwisev1.CloneSet) (labels.Selector, string) {
 
 // patchStatus writes status once per reconcile, and only when it changed.
 // observedGeneration moves only when the reconcile succeeded, so a reader
-// never takes a half-applied spec as observed.
+// never takes a half-applied spec as observed. The resourceVersion read is
+// a precondition: a round that read the CloneSet from a cache one write
+// behind (ours, or another writer's) would otherwise write an older view
+// back and tell a transition that was already told, a second Event.
 func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.CloneSet, round *syncRound, succeeded bool) error {
 	cs := round.cs
 	counts := round.podCounts()
@@ -217,23 +220,19 @@ func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.Clone
 	if apiequality.Semantic.DeepEqual(status, original.Status) {
 		return nil
 	}
-	// The whole status goes in one merge patch: a diff against the cached
-	// copy would leave out zero counts that the server has never stored.
-	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	body, err := statusPatch(original.ResourceVersion, &status)
 	if err != nil {
-		return fmt.Errorf("encoding CloneSet status: %w", err)
-	}
-	if status.Rollout == nil {
-		// A merge patch leaves out what it does not name: null removes it.
-		fields["rollout"] = nil
-	}
-	body, err := json.Marshal(map[string]any{"status": fields})
-	if err != nil {
-		return fmt.Errorf("encoding CloneSet status: %w", err)
+		return err
 	}
 	cs.Status = status
 	if err := r.Client.Status().Patch(ctx, cs, client.RawPatch(types.MergePatchType, body)); err != nil {
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsConflict(err):
+			// The newer version is on its way to the cache, and its watch
+			// event brings this CloneSet back: no requeue, no error.
+			log.FromContext(ctx).V(1).Info("CloneSet changed since it was read; its status is written on the next round", "error", err.Error())
 			return nil
 		}
 		return fmt.Errorf("patching CloneSet status: %w", err)
@@ -241,6 +240,29 @@ func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.Clone
 	// Events follow the write, so none tells of a status that never landed.
 	r.emitStatusEvents(original, &status)
 	return nil
+}
+
+// statusPatch is the merge patch that writes the whole status, on the
+// condition that the CloneSet is still at resourceVersion. The whole status
+// goes in: a diff against the cached copy would leave out zero counts that
+// the server has never stored.
+func statusPatch(resourceVersion string, status *stepwisev1.CloneSetStatus) ([]byte, error) {
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
+	if err != nil {
+		return nil, fmt.Errorf("encoding CloneSet status: %w", err)
+	}
+	if status.Rollout == nil {
+		// A merge patch leaves out what it does not name: null removes it.
+		fields["rollout"] = nil
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": resourceVersion},
+		"status":   fields,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding CloneSet status: %w", err)
+	}
+	return body, nil
 }
 
 func (r *Reconciler) event(cs *stepwisev1.CloneSet, eventType, reason, message string) {

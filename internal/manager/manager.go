@@ -197,7 +197,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			Client:    client.WithFieldOwner(mgr.GetClient(), CloneSetFieldOwner),
 			APIReader: mgr.GetAPIReader(),
 			Scheme:    scheme,
-			Recorder:  versionlessRecorder{mgr.GetEventRecorder("stepwise-cloneset")},
+			Recorder:  mgr.GetEventRecorder("stepwise-cloneset"),
 			Metrics:   m.CloneSetMetrics,
 			Clock:     opts.Clock,
 		}).SetupWithManager(mgr, orDefault(opts.CloneSetConcurrency, DefaultCloneSetConcurrency)); err != nil {
@@ -213,7 +213,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		if opts.WrapRolloutClient != nil {
 			rolloutClient = opts.WrapRolloutClient(rolloutClient)
 		}
-		recorder := versionlessRecorder{mgr.GetEventRecorder("stepwise-rollout")}
+		recorder := mgr.GetEventRecorder("stepwise-rollout")
 		// Webhooks are posted by the Notifier's own workers, never by a
 		// reconcile, which only hands it what its status write recorded.
 		notifier, err := rollout.NewNotifier(mgr.GetAPIReader(), recorder, opts.NotificationAddresses, opts.NotificationPolicy)

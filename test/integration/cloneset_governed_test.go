@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -155,4 +157,68 @@ func waitForCloneSetEvent(t *testing.T, ns, name, reason, part string) {
 		}
 		g.Expect(notes).To(ContainElement(ContainSubstring(part)))
 	}, timeout).Should(Succeed())
+}
+
+// Another writer touching the CloneSet's metadata (an annotation every few
+// milliseconds, as a GitOps tool or a policy controller might) while the
+// Rollout adopts it makes the CloneSet controller read versions a write
+// behind its own status write. The transition is still told once: one
+// Governed Event, not one per version read.
+func TestCloneSetGovernedEventOnceUnderConcurrentWrites(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cs := newCloneSet(ns, "web", 4)
+	g.Expect(env.client.Create(ctx, cs)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(getCloneSet(g, ns, "web").Status.UpdateRevision).NotTo(BeEmpty())
+	}, timeout).Should(Succeed())
+
+	stop := make(chan struct{})
+	writes := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { writes <- n }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			patch := []byte(`{"metadata":{"annotations":{"example.com/touched":"` + strconv.Itoa(i) + `"}}}`)
+			if env.client.Patch(ctx, &stepwisev1.CloneSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}},
+				client.RawPatch(types.MergePatchType, patch)) == nil {
+				n++
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	ro := &stepwisev1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: stepwisev1.RolloutSpec{
+			WorkloadRef: stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "web"},
+			Steps:       []stepwisev1.RolloutStep{{Partition: intstr.FromString("50%")}, {Partition: intstr.FromInt32(0)}},
+		},
+	}
+	g.Expect(env.client.Create(ctx, ro)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(getCloneSet(g, ns, "web").Status.Rollout).NotTo(BeNil())
+	}, timeout).Should(Succeed())
+	// The writer goes on a while after the transition: stale reads of the
+	// version before it are what would tell it again.
+	time.Sleep(2 * time.Second)
+	close(stop)
+	t.Logf("%d metadata writes by the other writer", <-writes)
+	waitForCloneSetEvent(t, ns, "web", stepwisev1.EventGoverned, "Rollout web now decides how far Pods move")
+	g.Consistently(func(g Gomega) {
+		var list eventsv1.EventList
+		g.Expect(env.client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		governed := 0
+		for _, ev := range list.Items {
+			if ev.Regarding.Kind == "CloneSet" && ev.Reason == stepwisev1.EventGoverned {
+				governed++
+			}
+		}
+		g.Expect(governed).To(Equal(1), "one Governed Event for one transition")
+	}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 }
