@@ -312,19 +312,22 @@ func equalGrants(a, b map[string][]string) bool {
 func TestManagerClusterRoleIsLeastPrivilege(t *testing.T) {
 	role := find[*rbacv1.ClusterRole](t, render(t), "ClusterRole", managerName)
 	want := map[string][]string{
-		"/pods":                             {"create", "delete", "get", "list", "patch", "watch"},
-		"/pods/status":                      {"patch"},
-		"/secrets":                          {"get"},
-		"/configmaps":                       {"get"},
-		"apps/controllerrevisions":          {"create", "delete", "get", "list", "update", "watch"},
-		"apps/statefulsets":                 {"get", "list", "patch", "watch"},
-		"apps.kruise.io/clonesets":          {"get", "list", "patch", "watch"},
-		"events.k8s.io/events":              {"create", "patch"},
-		"stepwise.dev/clonesets":            {"list", "watch"},
-		"stepwise.dev/clonesets/finalizers": {"update"},
-		"stepwise.dev/clonesets/status":     {"patch"},
-		"stepwise.dev/rollouts":             {"get", "list", "watch"},
-		"stepwise.dev/rollouts/status":      {"patch"},
+		"/pods":                                {"create", "delete", "get", "list", "patch", "watch"},
+		"/pods/status":                         {"patch"},
+		"/secrets":                             {"get"},
+		"/configmaps":                          {"get"},
+		"/services":                            {"create", "get", "patch"},
+		"gateway.networking.k8s.io/gateways":   {"get"},
+		"gateway.networking.k8s.io/httproutes": {"create", "delete", "get", "patch"},
+		"apps/controllerrevisions":             {"create", "delete", "get", "list", "update", "watch"},
+		"apps/statefulsets":                    {"get", "list", "patch", "watch"},
+		"apps.kruise.io/clonesets":             {"get", "list", "patch", "watch"},
+		"events.k8s.io/events":                 {"create", "patch"},
+		"stepwise.dev/clonesets":               {"list", "watch"},
+		"stepwise.dev/clonesets/finalizers":    {"update"},
+		"stepwise.dev/clonesets/status":        {"patch"},
+		"stepwise.dev/rollouts":                {"get", "list", "patch", "watch"},
+		"stepwise.dev/rollouts/status":         {"patch"},
 	}
 	if got := grantsOf(role.Rules); !equalGrants(got, want) {
 		t.Errorf("ClusterRole %s grants\n  %v\nwant\n  %v", managerName, got, want)

@@ -22,7 +22,7 @@ func TestImportersGetOnlyTheAPIsDependencies(t *testing.T) {
 	for file, data := range map[string]string{"go.mod": mustRead(t, "../go.mod"), "go.sum": strings.Join(sources, "\n")} {
 		for _, heavy := range []string{
 			"sigs.k8s.io/controller-runtime", "k8s.io/client-go", "github.com/go-git/", "github.com/yuin/gopher-lua",
-			"github.com/fluxcd/pkg/ssa", "github.com/prometheus/", "helm.sh/", "github.com/chromedp/", "sigs.k8s.io/kustomize",
+			"github.com/fluxcd/pkg/ssa", "github.com/prometheus/", "sigs.k8s.io/gateway-api", "helm.sh/", "github.com/chromedp/", "sigs.k8s.io/kustomize",
 			"github.com/google/go-containerregistry", "github.com/stepwise-dev/stepwise ",
 		} {
 			if strings.Contains(data, heavy) {

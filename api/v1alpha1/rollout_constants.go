@@ -49,6 +49,12 @@ const (
 	// recreates them on the stable revision; its message says which Pod it
 	// waits for. False once every Pod is back; absent when nothing needed it.
 	CanaryRollbackCondition = "CanaryRollback"
+	// TrafficConflictCondition is True while another field manager than
+	// the controller also writes what the Rollout sets in an HTTPRoute or
+	// a Service selector (for example a git manifest that sets weights on
+	// the backends Stepwise owns). Its message names that manager and the
+	// object. Fix: drop those fields from git (docs/traffic.md).
+	TrafficConflictCondition = "TrafficConflict"
 )
 
 // Reasons of a Rollout's conditions and of status.reason-like decisions. The
@@ -117,6 +123,9 @@ const (
 	ReasonReconcileFailed = "ReconcileFailed"
 	// ReasonFieldManagerConflict is the reason of PartitionConflictCondition.
 	ReasonFieldManagerConflict = "FieldManagerConflict"
+	// ReasonWaitingForTraffic: the step's Pods are ready but the routes do
+	// not carry its weight and matches yet (or a Gateway has not accepted them).
+	ReasonWaitingForTraffic = "WaitingForTraffic"
 	// ReasonRollingBackCanaryPods is the reason of CanaryRollbackCondition
 	// while canary Pods are deleted and recreated.
 	ReasonRollingBackCanaryPods = "RollingBackCanaryPods"
@@ -148,6 +157,19 @@ const (
 	EventResumed                  = "Resumed"
 	EventRequestIgnored           = "RequestIgnored"
 	EventPartitionConflict        = "PartitionConflict"
+	// EventTrafficShifted: the routes were set to a step's weight and matches.
+	EventTrafficShifted = "TrafficShifted"
+	// EventTrafficConflict: a Warning that another field manager writes
+	// what the Rollout sets in a route or Service, naming it.
+	EventTrafficConflict = "TrafficConflict"
+	// EventTrafficRestored: the routes send everything to the stable
+	// Service again (after a promotion, an abort, or the Rollout's deletion).
+	EventTrafficRestored = "TrafficRestored"
+	// EventTrafficReleased: the Rollout was deleted while it routed
+	// traffic; its routes and the stable Service are back to git's form.
+	// A reason of its own: the recorder folds a second Event of one reason
+	// on one object into a series that it writes only later.
+	EventTrafficReleased = "TrafficReleased"
 	// EventCanaryPodDeleted: a canary Pod was deleted after an abort so that
 	// its workload recreates it on the stable revision.
 	EventCanaryPodDeleted = "CanaryPodDeleted"

@@ -65,6 +65,7 @@ const (
 )
 
 // RolloutSpec is the step plan for one workload.
+// +kubebuilder:validation:XValidation:rule="has(self.trafficRouting) || !self.steps.exists(s, has(s.traffic) || has(s.matches))",message="spec.steps[].traffic and spec.steps[].matches need spec.trafficRouting"
 type RolloutSpec struct {
 	// WorkloadRef names the workload in the Rollout's namespace. It cannot change.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workloadRef is immutable: create another Rollout to drive another workload"
@@ -82,6 +83,7 @@ type RolloutSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.size() >= 1",message="spec.steps must have at least one step"
 	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || (type(self[self.size() - 1].partition) == int ? self[self.size() - 1].partition == 0 : self[self.size() - 1].partition == '0%')",message="spec.steps: the last step must have partition 0 or '0%'"
 	// +kubebuilder:validation:XValidation:rule="self.all(i, a, self.all(j, b, j <= i || (type(a.partition) == int) != (type(b.partition) == int) || (type(a.partition) == int ? b.partition <= a.partition : int(b.partition.replace('%', '')) <= int(a.partition.replace('%', '')))))",message="spec.steps[].partition must not rise from one step to a later one (counts are compared with counts, percents with percents)"
+	// +kubebuilder:validation:XValidation:rule="self.size() == 0 || !has(self[self.size() - 1].traffic) || self[self.size() - 1].traffic == 100",message="spec.steps: the last step's traffic must be 100 (no stable Pod is left to serve the rest)"
 	Steps []RolloutStep `json:"steps"`
 
 	// Analysis runs after each step's pause, unless the step overrides or skips it.
@@ -109,6 +111,12 @@ type RolloutSpec struct {
 	// Rollbacks (to the stable revision, or a semver downgrade) and aborts still happen.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// TrafficRouting shifts requests with Gateway API HTTPRoutes: steps
+	// may then set traffic (a weight) and matches. Unset: the share of Pods
+	// alone decides, as a Service that selects every Pod does.
+	// +optional
+	TrafficRouting *TrafficRouting `json:"trafficRouting,omitempty"`
 
 	// Notifications are webhooks posted to when the phase changes
 	// (Progressing, Paused, Aborted, Healthy), each transition at most
@@ -146,6 +154,20 @@ type RolloutStep struct {
 	// until a promote-at request.
 	// +optional
 	Pause *StepPause `json:"pause,omitempty"`
+
+	// Traffic is the percent of requests the routes send to the canary
+	// Service during this step. Unset with spec.trafficRouting: the
+	// canary's share of ready Pods.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Traffic *int32 `json:"traffic,omitempty"`
+
+	// Matches send the requests that match any of them to the canary
+	// Service, whatever the weight, during this step.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	Matches []TrafficMatch `json:"matches,omitempty"`
 
 	// Analysis overrides spec.analysis for this step: fields set here replace
 	// those of spec.analysis (args are merged key by key, metrics replace the
@@ -512,6 +534,11 @@ type RolloutStatus struct {
 	// +optional
 	PartitionGrant *PartitionGrant `json:"partitionGrant,omitempty"`
 
+	// Traffic is what the routes were last set to; unset without
+	// spec.trafficRouting.
+	// +optional
+	Traffic *TrafficStatus `json:"traffic,omitempty"`
+
 	// Analysis is the analysis of the current step (or the one that aborted the rollout).
 	// +optional
 	Analysis *AnalysisStatus `json:"analysis,omitempty"`
@@ -543,8 +570,8 @@ type RolloutStatus struct {
 	// +optional
 	Notifications *NotificationStatus `json:"notifications,omitempty"`
 
-	// Conditions: Ready, Reconciling, Stalled (Flux semantics, for kstatus)
-	// and PartitionConflict.
+	// Conditions: Ready, Reconciling, Stalled (Flux semantics, for kstatus),
+	// PartitionConflict and TrafficConflict.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -2,6 +2,7 @@ package cloneset
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -55,6 +57,7 @@ func (r *Reconciler) newPod(cs *stepwisev1.CloneSet, rev *appsv1.ControllerRevis
 		pod.Annotations[k] = v
 	}
 	pod.Labels[RevisionLabel] = rev.Name
+	pod.Labels[stepwisev1.RevisionHashLabel] = stepwisev1.RevisionHash(rev.Name)
 	if cs.Spec.Lifecycle != nil {
 		pod.Labels[stepwisev1.LifecycleStateLabel] = stepwisev1.LifecycleStateNormal
 	}
@@ -102,4 +105,33 @@ func readySince(pod *corev1.Pod) time.Time {
 		}
 	}
 	return since
+}
+
+// labelRevisionHashes gives RevisionHashLabel to the Pods created before
+// Pods carried it, so that a Service selecting a revision by it finds every
+// Pod of that revision. Pods that have it keep it: the in-place engine
+// moves it with their readiness.
+func (r *Reconciler) labelRevisionHashes(ctx context.Context, round *syncRound, key types.NamespacedName) error {
+	for i, pod := range round.pods {
+		if pod.DeletionTimestamp != nil || pod.Labels[RevisionLabel] == "" {
+			continue
+		}
+		if _, ok := pod.Labels[stepwisev1.RevisionHashLabel]; ok {
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"labels": map[string]string{stepwisev1.RevisionHashLabel: stepwisev1.RevisionHash(pod.Labels[RevisionLabel])},
+		}})
+		if err != nil {
+			return fmt.Errorf("encoding revision hash label patch: %w", err)
+		}
+		written := pod.DeepCopy()
+		if err := r.Client.Patch(ctx, written, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("labelling pod %s with its revision hash: %w", pod.Name, err)
+		}
+		r.expectWritten(key, written)
+		round.pods[i] = written
+		round.podsByName[written.Name] = written
+	}
+	return nil
 }

@@ -30,6 +30,9 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	key := types.NamespacedName{Namespace: cs.Namespace, Name: cs.Name}
 	var requeue requeueAfter
 
+	if err := r.labelRevisionHashes(ctx, round, key); err != nil {
+		return 0, err
+	}
 	for _, pod := range round.pods {
 		if pod.DeletionTimestamp != nil {
 			continue
@@ -89,7 +92,7 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 }
 
 func (r *Reconciler) inPlaceOptions(cs *stepwisev1.CloneSet) inplace.UpdateOptions {
-	opts := inplace.UpdateOptions{RevisionLabel: RevisionLabel}
+	opts := inplace.UpdateOptions{RevisionLabel: RevisionLabel, ServiceLabel: stepwisev1.RevisionHashLabel}
 	if s := cs.Spec.UpdateStrategy.InPlaceUpdateStrategy; s != nil {
 		opts.GracePeriodSeconds = s.GracePeriodSeconds
 		opts.ContainerBatches = s.ContainerBatches

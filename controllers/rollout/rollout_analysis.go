@@ -153,7 +153,7 @@ func (m *measurer) Vars(ctx context.Context) (analysis.Vars, error) {
 	if err != nil {
 		return analysis.Vars{}, err
 	}
-	return analysis.Vars{
+	vars := analysis.Vars{
 		Namespace:      ro.Namespace,
 		Workload:       ro.Spec.WorkloadRef.Name,
 		StableRevision: ro.Status.StableRevision,
@@ -161,7 +161,12 @@ func (m *measurer) Vars(ctx context.Context) (analysis.Vars, error) {
 		CanaryPods:     analysis.PodRegex(canary),
 		StablePods:     analysis.PodRegex(stable),
 		Args:           m.args,
-	}, nil
+	}
+	if tr := ro.Spec.TrafficRouting; tr != nil {
+		vars.CanaryService, vars.StableService = tr.CanaryService.Name, tr.StableService
+		vars.RevisionLabel, _ = revisionLabel(ro.Spec.WorkloadRef)
+	}
+	return vars, nil
 }
 
 // Measure takes one measurement of a rendered query. Every failure to run

@@ -224,9 +224,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, fmt.Errorf("getting Rollout: %w", err)
 	}
 	if !ro.DeletionTimestamp.IsZero() {
-		// No finalizer: the partition stays where it is, owned by our field
-		// manager until another writer takes it.
-		return ctrl.Result{}, nil
+		// The partition stays where it is, owned by our field manager until
+		// another writer takes it; routes go back to the stable Service
+		// (TrafficFinalizer).
+		return ctrl.Result{}, r.finalizeTraffic(ctx, ro)
+	}
+	if err := r.ensureTrafficFinalizer(ctx, ro); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	original := ro.DeepCopy()
@@ -304,11 +308,15 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	if err := r.rollBackCanaries(ctx, rd, wl, obs); err != nil {
 		return 0, err
 	}
+	trafficRequeue, err := r.routeTraffic(ctx, rd, wl, obs, in)
+	if err != nil {
+		return 0, err
+	}
 	analysisRequeue, err := r.runAnalysis(ctx, rd, wl, obs)
 	if err != nil {
 		return 0, err
 	}
-	return earliest(d.RequeueAfter, analysisRequeue), nil
+	return earliest(earliest(d.RequeueAfter, analysisRequeue), trafficRequeue), nil
 }
 
 // finish writes the status once per reconcile, and only when it changed;

@@ -132,7 +132,10 @@ var podMoved = predicate.Funcs{
 		if !okOld || !okNew {
 			return false
 		}
-		return podReady(oldPod) != podReady(newPod) || oldPod.DeletionTimestamp.IsZero() != newPod.DeletionTimestamp.IsZero()
+		// A revision label that moves is a Pod changing sides under
+		// traffic routing's weights, which follow the ready Pods.
+		return podReady(oldPod) != podReady(newPod) || oldPod.DeletionTimestamp.IsZero() != newPod.DeletionTimestamp.IsZero() ||
+			oldPod.Labels[appsv1.ControllerRevisionHashLabelKey] != newPod.Labels[appsv1.ControllerRevisionHashLabelKey]
 	},
 }
 

@@ -107,6 +107,12 @@ func (r *Reconciler) decisionInput(ctx context.Context, rd *round, wl workload.W
 		Analysis: verdictOf(&ro.Status),
 		Requests: step.RequestsFromAnnotations(ro.Annotations),
 	}
+	if ro.Spec.TrafficRouting != nil {
+		in.TrafficRouted = true
+		if t := ro.Status.Traffic; t != nil && t.CanaryRevision == ro.Status.CanaryRevision {
+			in.TrafficStep = t.Step
+		}
+	}
 	vc, err := r.versions(ctx, ro, wl, obs)
 	if err != nil {
 		return step.Input{}, err

@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/cloneset"
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
@@ -127,6 +129,10 @@ func NewScheme() (*runtime.Scheme, error) {
 	}
 	if err := stepwisev1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("registering Stepwise types: %w", err)
+	}
+	// Rollouts with spec.trafficRouting read and write HTTPRoutes.
+	if err := gatewayv1.Install(scheme); err != nil {
+		return nil, fmt.Errorf("registering Gateway API types: %w", err)
 	}
 	return scheme, nil
 }

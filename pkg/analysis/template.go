@@ -24,6 +24,13 @@ type Vars struct {
 	CanaryPods     string
 	StablePods     string
 	CanaryAge      string
+	// CanaryService and StableService are the Services of
+	// spec.trafficRouting (empty without it), and RevisionLabel the Pod
+	// label they select a revision by, for queries on a mesh's or a
+	// Gateway's metrics.
+	CanaryService string
+	StableService string
+	RevisionLabel string
 	// Args are free-form values from the metric definition, used as
 	// {{ .Args.name }}.
 	Args map[string]string
@@ -31,7 +38,7 @@ type Vars struct {
 
 // knownKeys lists the top-level template keys, in the order of Vars, for
 // error messages.
-var knownKeys = []string{"Namespace", "Workload", "StableRevision", "CanaryRevision", "CanaryPods", "StablePods", "CanaryAge", "Args"}
+var knownKeys = []string{"Namespace", "Workload", "StableRevision", "CanaryRevision", "CanaryPods", "StablePods", "CanaryAge", "CanaryService", "StableService", "RevisionLabel", "Args"}
 
 // data returns the template data as a map. A map rather than the struct
 // itself, because text/template's missingkey=error only applies to map
@@ -52,6 +59,9 @@ func (v Vars) data() map[string]any {
 		"CanaryPods":     v.CanaryPods,
 		"StablePods":     v.StablePods,
 		"CanaryAge":      v.CanaryAge,
+		"CanaryService":  v.CanaryService,
+		"StableService":  v.StableService,
+		"RevisionLabel":  v.RevisionLabel,
 		"Args":           args,
 	}
 }

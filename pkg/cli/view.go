@@ -90,6 +90,9 @@ func (r *renderer) header(b *strings.Builder) {
 	}
 	add("Canary", orDash(st.CanaryRevision), plain)
 	add("Stable", orDash(st.StableRevision), plain)
+	if tr := ro.Spec.TrafficRouting; tr != nil {
+		add("Traffic", trafficLine(tr, st.Traffic), plain)
+	}
 	if i := r.currentStep(); i >= 0 {
 		text, c := r.gate(i)
 		add("Gate", text, c)
@@ -250,6 +253,10 @@ func (r *renderer) steps(b *strings.Builder) {
 		hasAnalysis = hasAnalysis || stepAnalysisLabel(&ro.Spec, i) != ""
 	}
 	header := []cell{{text: " "}, {text: "#", color: faint}, {text: "PARTITION", color: faint}}
+	routed := ro.Spec.TrafficRouting != nil
+	if routed {
+		header = append(header, cell{text: "TRAFFIC", color: faint})
+	}
 	if hasPause {
 		header = append(header, cell{text: "PAUSE", color: faint})
 	}
@@ -268,6 +275,9 @@ func (r *renderer) steps(b *strings.Builder) {
 			marker = cell{text: "✓", color: green}
 		}
 		row := []cell{marker, {text: strconv.Itoa(i + 1)}, {text: s.Partition.String()}}
+		if routed {
+			row = append(row, cell{text: stepTrafficLabel(s)})
+		}
 		if hasPause {
 			row = append(row, cell{text: stepPauseLabel(s.Pause)})
 		}
@@ -486,4 +496,39 @@ func measurementColor(p stepwisev1.MeasurementPhase) color {
 		return yellow
 	}
 	return plain
+}
+
+// stepTrafficLabel is a step's weight ("20%", or "ready share" when the
+// step follows the ready Pods) and how many match rules it adds.
+func stepTrafficLabel(s stepwisev1.RolloutStep) string {
+	label := "ready share"
+	if s.Traffic != nil {
+		label = fmt.Sprintf("%d%%", *s.Traffic)
+	}
+	if n := len(s.Matches); n > 0 {
+		label += fmt.Sprintf(" + %d %s", n, plural(n, "match", "matches"))
+	}
+	return label
+}
+
+// trafficLine says what the routes carry now, from status.traffic.
+func trafficLine(tr *stepwisev1.TrafficRouting, st *stepwisev1.TrafficStatus) string {
+	if st == nil {
+		return "not applied yet"
+	}
+	line := fmt.Sprintf("%d%% to %s, %d%% to %s", st.CanaryWeight, tr.CanaryService.Name, 100-st.CanaryWeight, tr.StableService)
+	if st.Matches > 0 {
+		line += fmt.Sprintf(", %d %s to %s", st.Matches, plural(int(st.Matches), "match", "matches"), tr.CanaryService.Name)
+	}
+	if !st.Accepted {
+		line += " (not accepted by a Gateway yet)"
+	}
+	return line
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

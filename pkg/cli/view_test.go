@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"regexp"
 	"strings"
 	"testing"
@@ -97,11 +98,37 @@ func viewCases() map[string]RolloutView {
 	healthy.Status.Reason = stepwisev1.ReasonStable
 	healthy.Status.CanaryRevision = ""
 	cases["healthy, paused by spec, stale"] = RolloutView{Rollout: healthy, Workload: newTestWorkload(10, 10, "100%")}
+
+	routed := newTestRollout()
+	routed.Spec.Analysis = nil
+	routed.Spec.TrafficRouting = &stepwisev1.TrafficRouting{StableService: "web", CanaryService: stepwisev1.CanaryService{Name: "web-canary"}, HTTPRoutes: []stepwisev1.HTTPRouteReference{{Name: "web"}}}
+	routed.Spec.Steps[0].Traffic = ptr.To[int32](10)
+	routed.Spec.Steps[0].Matches = []stepwisev1.TrafficMatch{{Header: &stepwisev1.StringMatch{Name: "x-canary", Value: "1"}}}
+	routed.Spec.Steps[2].Traffic = ptr.To[int32](100)
+	routed.Status.Phase, routed.Status.Reason, routed.Status.CurrentStepIndex = stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForTraffic, ptr.To[int32](0)
+	routed.Status.Traffic = &stepwisev1.TrafficStatus{CanaryWeight: 10, Matches: 1, Accepted: false, StableRevision: "web-5f6b4", CanaryRevision: "web-7c9d8"}
+	cases["traffic routing"] = RolloutView{Rollout: routed, Workload: newTestWorkload(10, 1, "90%")}
 	return cases
 }
 
 func TestRenderRollout(t *testing.T) {
 	want := map[string]string{
+		"traffic routing": `Rollout:   shop/web
+Workload:  CloneSet web (stepwise.dev/v1alpha1), 10 replicas, partition 90%
+Phase:     Progressing (WaitingForTraffic)
+Canary:    web-7c9d8
+Stable:    web-5f6b4
+Traffic:   10% to web-canary, 90% to web, 1 match to web-canary (not accepted by a Gateway yet)
+Gate:      open: 1/1 updated pods ready
+Pause:     1m once the gate passes
+
+Steps:
+     #  PARTITION  TRAFFIC        PAUSE
+  ▶  1  90%        10% + 1 match  1m
+        [####################] 1/1 updated pods ready
+     2  50%        ready share    until promote
+     3  0          100%
+`,
 		"waiting for pods": `Rollout:   shop/web
 Workload:  CloneSet web (stepwise.dev/v1alpha1), 10 replicas, partition 50%
 Phase:     Progressing (WaitingForPods)

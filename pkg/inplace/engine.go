@@ -50,6 +50,13 @@ type UpdateOptions struct {
 	// RevisionLabel is the Pod label that carries the revision; defaults to
 	// controller-revision-hash.
 	RevisionLabel string
+	// ServiceLabel is the Pod label that Services select by revision, with
+	// the revision's short hash (v1alpha1.RevisionHash) as its value; none
+	// when empty. It moves to the new revision in the same write that sets
+	// InPlaceUpdateReady=False, so the Pod leaves the old revision's
+	// endpoints and joins the new one's as not ready at once, and no
+	// request reaches it mid-restart under either Service.
+	ServiceLabel string
 }
 
 // OptionsFromStrategy maps a CloneSet's inPlaceUpdateStrategy (may be nil) to
@@ -95,7 +102,8 @@ func (e *Engine) CanUpdateInPlace(oldTemplate, newTemplate *corev1.PodTemplateSp
 // Update moves pod to spec.Revision. It reads the Pod fresh from the API
 // server (the cache may predate the engine's own last write), then:
 //
-//  1. when the update restarts containers, sets InPlaceUpdateReady=False,
+//  1. when the update restarts containers, sets InPlaceUpdateReady=False
+//     and, in the same write, moves opts.ServiceLabel to the revision,
 //     unless it already is for this revision (a resumed update);
 //  2. in one write: the state annotation, the revision label, the template
 //     labels and annotations, and either the images of the first batch or,
@@ -131,7 +139,13 @@ func (e *Engine) Update(ctx context.Context, pod *corev1.Pod, spec *UpdateSpec, 
 		}
 		if plan.needsNotReady && !heldFor(current, spec.Revision) {
 			setCondition(current, corev1.ConditionFalse, ConditionReasonUpdating, updatingMessage(spec.Revision), now)
-			if err := e.client.PatchCondition(ctx, current, *getCondition(current)); err != nil {
+			var labels map[string]string
+			if opts.ServiceLabel != "" {
+				// pods/status accepts label changes (only the spec and
+				// owner references are kept from the stored Pod).
+				labels = map[string]string{opts.ServiceLabel: v1alpha1.RevisionHash(spec.Revision)}
+			}
+			if err := e.client.PatchCondition(ctx, current, *getCondition(current), labels); err != nil {
 				return err
 			}
 			res.Pod = current
@@ -175,11 +189,16 @@ func applyUpdatePlan(pod *corev1.Pod, spec *UpdateSpec, opts UpdateOptions, plan
 		pod.Labels[k] = v
 	}
 	for _, k := range spec.RemoveLabels {
-		if k != opts.RevisionLabel {
+		if k != opts.RevisionLabel && k != opts.ServiceLabel {
 			delete(pod.Labels, k)
 		}
 	}
 	pod.Labels[opts.RevisionLabel] = spec.Revision
+	if opts.ServiceLabel != "" {
+		// Already there when the update restarts containers; a
+		// metadata-only update moves it here.
+		pod.Labels[opts.ServiceLabel] = v1alpha1.RevisionHash(spec.Revision)
+	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}

@@ -514,3 +514,53 @@ func TestEngine_Errors(t *testing.T) {
 	}
 	expectWrites(t, f, 0, 0)
 }
+
+// The Service label moves in the write that takes the Pod out of
+// endpoints, not in the later metadata write: the Pod never serves under
+// the new revision's Service before it restarts, nor under the old one's
+// while it restarts.
+func TestEngine_ServiceLabelMovesWithTheReadinessFlip(t *testing.T) {
+	const serviceLabel = v1alpha1.RevisionHashLabel
+	oldT := template(container("app", "nginx:1.25"))
+	newT := template(container("app", "nginx:1.26"))
+	pod := newPod(oldT.Spec.Containers...)
+	pod.Labels[serviceLabel] = "aaa111"
+	e, f, _ := newEngine(t, pod)
+
+	update(t, e, f, specFor(t, "web-bbb222", oldT, newT), UpdateOptions{ServiceLabel: serviceLabel})
+	expectWrites(t, f, 1, 1)
+	flip := f.writes[0]
+	if !flip.status || conditionOf(t, flip.pod).Status != corev1.ConditionFalse {
+		t.Fatalf("first write must take the pod out of service, got %+v", flip)
+	}
+	if got := flip.pod.Labels[serviceLabel]; got != "bbb222" {
+		t.Fatalf("label after the readiness flip = %q, want bbb222 (the short hash) in that same write", got)
+	}
+	if got := flip.pod.Labels["controller-revision-hash"]; got == "web-bbb222" {
+		t.Fatal("the revision label moved before the state was written")
+	}
+	if got := f.get("web-0").Labels[serviceLabel]; got != "bbb222" {
+		t.Fatalf("label after the update = %q, want bbb222", got)
+	}
+
+	// A metadata-only update (no restart) moves it in its one write, and a
+	// template that drops the label cannot remove it.
+	metaT := newT.DeepCopy()
+	metaT.Labels["tier"] = "front"
+	spec := specFor(t, "web-ccc333", newT, metaT)
+	spec.RemoveLabels = append(spec.RemoveLabels, serviceLabel)
+	f.kubeletRestart("web-0", true, newImageID)
+	refresh(t, e, f)
+	update(t, e, f, spec, UpdateOptions{ServiceLabel: serviceLabel})
+	if got := f.get("web-0").Labels[serviceLabel]; got != "ccc333" {
+		t.Fatalf("label after a metadata-only update = %q, want ccc333", got)
+	}
+}
+
+func TestRevisionHash(t *testing.T) {
+	for in, want := range map[string]string{"web-6d4f9c8b7": "6d4f9c8b7", "my-web-app-abc": "abc", "r2": "r2", "": ""} {
+		if got := v1alpha1.RevisionHash(in); got != want {
+			t.Errorf("RevisionHash(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -130,13 +130,20 @@ func (f *fakePods) Patch(_ context.Context, original, pod *corev1.Pod, optimisti
 }
 
 // PatchCondition merges one condition by type, as a strategic merge patch
-// does: no resourceVersion check, other status fields untouched.
-func (f *fakePods) PatchCondition(_ context.Context, pod *corev1.Pod, condition corev1.PodCondition) error {
+// does: no resourceVersion check, other status fields untouched; labels
+// merge into the stored ones, as pods/status allows.
+func (f *fakePods) PatchCondition(_ context.Context, pod *corev1.Pod, condition corev1.PodCondition, labels map[string]string) error {
 	stored := f.get(pod.Name)
 	if stored == nil {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name)
 	}
 	next := stored.DeepCopy()
+	for k, v := range labels {
+		if next.Labels == nil {
+			next.Labels = map[string]string{}
+		}
+		next.Labels[k] = v
+	}
 	replaced := false
 	for i := range next.Status.Conditions {
 		if next.Status.Conditions[i].Type == condition.Type {

@@ -28,8 +28,10 @@ type PodClient interface {
 	// carries no resourceVersion: a kubelet rewrites a Pod's status all the
 	// time, and a precondition would turn each of those into a refused
 	// write. The caller's expectations keep it from deciding on a copy
-	// older than its own last write.
-	PatchCondition(ctx context.Context, pod *corev1.Pod, condition corev1.PodCondition) error
+	// older than its own last write. Labels, when not empty, are set in
+	// the same write: pods/status keeps only the spec and owner references
+	// of the stored Pod, so a label moves with the condition.
+	PatchCondition(ctx context.Context, pod *corev1.Pod, condition corev1.PodCondition, labels map[string]string) error
 }
 
 // NewControllerRuntimePodClient adapts controller-runtime: writes go through
@@ -60,8 +62,12 @@ func (p *controllerRuntimePodClient) Patch(ctx context.Context, original, modifi
 	return p.client.Patch(ctx, modified, client.StrategicMergeFrom(original, opts...))
 }
 
-func (p *controllerRuntimePodClient) PatchCondition(ctx context.Context, pod *corev1.Pod, condition corev1.PodCondition) error {
-	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{condition}}})
+func (p *controllerRuntimePodClient) PatchCondition(ctx context.Context, pod *corev1.Pod, condition corev1.PodCondition, labels map[string]string) error {
+	patch := map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{condition}}}
+	if len(labels) > 0 {
+		patch["metadata"] = map[string]any{"labels": labels}
+	}
+	body, err := json.Marshal(patch)
 	if err != nil {
 		return fmt.Errorf("encoding condition patch: %w", err)
 	}

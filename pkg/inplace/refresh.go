@@ -80,7 +80,7 @@ func (e *Engine) Refresh(ctx context.Context, pod *corev1.Pod) RefreshResult {
 				status = corev1.ConditionFalse
 			}
 			setCondition(current, status, plan.reason, plan.message, now)
-			if err := e.client.PatchCondition(ctx, current, *getCondition(current)); err != nil {
+			if err := e.client.PatchCondition(ctx, current, *getCondition(current), nil); err != nil {
 				return err
 			}
 		case refreshPatch:

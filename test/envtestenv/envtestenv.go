@@ -3,8 +3,11 @@
 package envtestenv
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -14,7 +17,7 @@ import (
 // New returns an Environment ready to Start. Binaries come from
 // $KUBEBUILDER_ASSETS when set, else from the repository's bin/ (make
 // test-assets); CRDs from config/crd/bases plus extraCRDDirs, which are
-// relative to the repository root.
+// relative to the repository root or absolute (GatewayAPICRDs).
 func New(extraCRDDirs ...string) (*envtest.Environment, error) {
 	root, err := kwokcluster.RepoRoot()
 	if err != nil {
@@ -22,11 +25,41 @@ func New(extraCRDDirs ...string) (*envtest.Environment, error) {
 	}
 	crds := []string{filepath.Join(root, "config", "crd", "bases")}
 	for _, dir := range extraCRDDirs {
-		crds = append(crds, filepath.Join(root, dir))
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(root, dir)
+		}
+		crds = append(crds, dir)
 	}
 	env := &envtest.Environment{CRDDirectoryPaths: crds, ErrorIfCRDPathMissing: true}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		env.BinaryAssetsDirectory = filepath.Join(root, "bin")
 	}
 	return env, nil
+}
+
+// GatewayAPICRDs are the Gateway API standard CRDs that traffic routing
+// uses (HTTPRoute, Gateway, GatewayClass, ReferenceGrant), as files of the
+// sigs.k8s.io/gateway-api module that go.mod requires, from the module
+// cache: the version under test is the version the code builds against.
+func GatewayAPICRDs() ([]string, error) {
+	root, err := kwokcluster.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("locating sigs.k8s.io/gateway-api in the module cache: %w", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
+	var files []string
+	for _, kind := range []string{"httproutes", "gateways", "gatewayclasses", "referencegrants"} {
+		f := filepath.Join(dir, "gateway.networking.k8s.io_"+kind+".yaml")
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("gateway API CRD: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }

@@ -61,6 +61,14 @@ func TestDecide(t *testing.T) {
 			}),
 		},
 		{
+			name: "with_traffic_routing_a_step_is_reached_once_the_routes_carry_it",
+			calls: seq(startR2[:1], []call{
+				{do: []action{routed(nil), converge()}, want: want{phase: progressing, reason: v1alpha1.ReasonWaitingForTraffic, step: "0", message: "waiting for the routes", events: ev()}},
+				{do: []action{routed(ptrTo(1))}, want: want{reason: v1alpha1.ReasonWaitingForTraffic, events: ev()}},
+				{do: []action{routed(ptrTo(0))}, want: want{reason: v1alpha1.ReasonStepPaused, step: "0", events: ev(v1alpha1.EventStepReady)}},
+			}),
+		},
+		{
 			name: "gate_waits_for_the_workload_to_observe_its_spec",
 			calls: seq(startR2[:1], []call{
 				{do: []action{ready(1)}, want: want{reason: v1alpha1.ReasonWaitingForPods, message: "observe its spec", events: ev()}},
@@ -504,3 +512,10 @@ func TestAnUntrustedDowngradeSaysWhyItTakesTheSteps(t *testing.T) {
 		t.Errorf("events %+v, want RolloutStarted naming why the downgrade is not trusted", d.Events)
 	}
 }
+
+// routed turns traffic routing on, the routes carrying step (nil: none).
+func routed(step *int32) action {
+	return func(s *sim) { s.in.TrafficRouted, s.in.TrafficStep = true, step }
+}
+
+func ptrTo(i int32) *int32 { return &i }

@@ -74,6 +74,10 @@ func (d *decider) stepping() {
 			d.waitForPods(i, false)
 			return
 		}
+		if d.in.TrafficRouted && (d.in.TrafficStep == nil || *d.in.TrafficStep != idx) {
+			d.waitForTraffic(i, st)
+			return
+		}
 		s.StepReadyAt = d.in.Now
 		s.LastProgressAt = d.in.Now
 		d.event(corev1.EventTypeNormal, v1alpha1.EventStepReady, "%s reached: %d/%d Pods on revision %s ready", d.stepName(i), d.in.Workload.UpdatedReadyReplicas, d.in.Workload.Replicas, s.CanaryRevision)
@@ -114,9 +118,27 @@ func (d *decider) stepping() {
 
 // gate is the workload gate: the workload saw its latest spec, runs the
 // step's partition, and has enough updated Pods ready for it.
-func (d *decider) gate(st Step) bool {
-	w := d.in.Workload
+func (d *decider) gate(st Step) bool { return GateOpen(d.in.Workload, st) }
+
+// GateOpen is the workload gate of st: the workload saw its latest spec,
+// runs the step's partition, and has enough updated Pods ready for it.
+func GateOpen(w Workload, st Step) bool {
 	return w.ObservedGenerationCurrent && w.Partition == st.Pods && w.UpdatedReadyReplicas >= w.Replicas-st.Pods
+}
+
+// waitForTraffic reports step i's Pods ready and its traffic not yet
+// carried by the routes. The progress deadline applies: a route that is
+// never accepted aborts the rollout like Pods that never get ready.
+func (d *decider) waitForTraffic(i int, st Step) {
+	s := d.status()
+	s.Phase = v1alpha1.RolloutProgressing
+	s.Reason = v1alpha1.ReasonWaitingForTraffic
+	s.Message = fmt.Sprintf("%s (partition %s): Pods ready, waiting for the routes to carry the step's traffic", d.stepName(i), st.Partition.String())
+	if left, over := d.deadline(); over {
+		d.abortRollout(v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf("no progress for %s: %s", d.in.ProgressDeadline, s.Message))
+	} else if left > 0 {
+		d.requeue(left)
+	}
 }
 
 // waitForPods reports the gate of step i, and aborts past the progress

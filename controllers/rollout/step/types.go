@@ -177,6 +177,13 @@ type Input struct {
 	// UntrustedDowngrade says why a lower version is not trusted and takes
 	// the steps; empty otherwise. It is added to the RolloutStarted Event.
 	UntrustedDowngrade string
+	// TrafficRouted is true with spec.trafficRouting: a step is reached
+	// only once its Pods are ready AND the routes carry its traffic.
+	TrafficRouted bool
+	// TrafficStep is the step whose weight and matches the routes carry,
+	// accepted by their Gateways, for the canary revision
+	// (status.traffic.step); nil when none.
+	TrafficStep *int32
 }
 
 // Event is one Kubernetes Event to record on the Rollout.

@@ -56,7 +56,13 @@ func runSuite(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
 	// The Kruise CloneSet CRD lets the Kruise adapter run against a real
 	// API server without Kruise itself.
-	testEnv, err := envtestenv.New(filepath.Join("test", "integration", "rollout", "testdata"))
+	// The Gateway API CRDs let traffic routing run against real HTTPRoutes.
+	gateway, err := envtestenv.GatewayAPICRDs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	testEnv, err := envtestenv.New(append([]string{filepath.Join("test", "integration", "rollout", "testdata")}, gateway...)...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

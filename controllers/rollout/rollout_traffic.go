@@ -1,0 +1,234 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+)
+
+// RBAC for traffic routing: the stable and canary Services are read fresh
+// (get), their selectors applied (patch) and the canary Service created by
+// an apply (create); HTTPRoutes are read fresh (get), their rules applied
+// (patch), Stepwise's canary routes created by an apply (create) and
+// deleted when no match is left; Gateways are read (get) to know whether a route's parent
+// exists and must accept it. Nothing is listed or watched: route status is
+// polled by requeue while a step waits for it. The Rollout itself is
+// patched for its finalizer; the canary Service and route it owns carry
+// no blockOwnerDeletion, which would need rollouts/finalizers.
+//
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;create;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get
+// +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=patch
+
+// trafficWait is how soon a round looks again at routes that a Gateway has
+// not accepted yet, or after it moved a step's traffic (the step's gate
+// then passes in the next round).
+const trafficWait = 2 * time.Second
+
+// revisionLabel is the Pod label the Services select a revision by, and
+// its value for a revision: the short hash on Stepwise's CloneSet, the
+// controller-revision-hash that StatefulSets and OpenKruise CloneSets
+// write (and move in place) themselves.
+func revisionLabel(ref v1alpha1.WorkloadReference) (string, func(string) string) {
+	if gvk, err := workloadGVK(ref); err == nil && gvk == workload.CloneSetGVK {
+		return v1alpha1.RevisionHashLabel, v1alpha1.RevisionHash
+	}
+	return appsv1.ControllerRevisionHashLabelKey, func(rev string) string { return rev }
+}
+
+func (r *Reconciler) trafficApplier() *traffic.Applier {
+	return &traffic.Applier{Client: r.Client, Reader: r.APIReader, Scheme: r.Scheme}
+}
+
+// ensureTrafficFinalizer adds TrafficFinalizer to a Rollout with traffic
+// routing before any route is touched, so that its deletion puts them back.
+func (r *Reconciler) ensureTrafficFinalizer(ctx context.Context, ro *v1alpha1.Rollout) error {
+	if ro.Spec.TrafficRouting == nil || controllerutil.ContainsFinalizer(ro, v1alpha1.TrafficFinalizer) {
+		return nil
+	}
+	before := ro.DeepCopy()
+	controllerutil.AddFinalizer(ro, v1alpha1.TrafficFinalizer)
+	if err := r.Client.Patch(ctx, ro, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("adding finalizer %s: %w", v1alpha1.TrafficFinalizer, err)
+	}
+	return nil
+}
+
+// finalizeTraffic runs on a deleted Rollout: the routes send everything to
+// the stable Service again, the matches go, and the stable Service gets
+// git's selector back (every Pod of the workload, as before the Rollout);
+// then the finalizer goes.
+func (r *Reconciler) finalizeTraffic(ctx context.Context, ro *v1alpha1.Rollout) error {
+	if !controllerutil.ContainsFinalizer(ro, v1alpha1.TrafficFinalizer) {
+		return nil
+	}
+	if tr := ro.Spec.TrafficRouting; tr != nil {
+		key, value := revisionLabel(ro.Spec.WorkloadRef)
+		target := traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}
+		res, err := r.trafficApplier().Apply(ctx, target, traffic.Plan{CanarySelects: ro.Status.StableRevision})
+		if err != nil {
+			return fmt.Errorf("restoring traffic of a deleted Rollout: %w", err)
+		}
+		if res.Applied || lastWeight(ro) > 0 {
+			r.event(ro, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventTrafficReleased,
+				Message: fmt.Sprintf("Rollout deleted: %s send every request to Service %s again, and it selects every Pod of %s %s", routeNames(ro), tr.StableService, ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name)})
+		}
+	}
+	before := ro.DeepCopy()
+	controllerutil.RemoveFinalizer(ro, v1alpha1.TrafficFinalizer)
+	if err := r.Client.Patch(ctx, ro, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("removing finalizer %s: %w", v1alpha1.TrafficFinalizer, err)
+	}
+	return nil
+}
+
+func lastWeight(ro *v1alpha1.Rollout) int32 {
+	if ro.Status.Traffic == nil {
+		return 0
+	}
+	return ro.Status.Traffic.CanaryWeight
+}
+
+func routeNames(ro *v1alpha1.Rollout) string {
+	names := make([]string, 0, len(ro.Spec.TrafficRouting.HTTPRoutes))
+	for _, ref := range ro.Spec.TrafficRouting.HTTPRoutes {
+		ns := ref.Namespace
+		if ns == "" {
+			ns = ro.Namespace
+		}
+		names = append(names, "HTTPRoute "+ns+"/"+ref.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// routeTraffic decides and applies the round's traffic, after the step
+// decision, and records it in status.traffic; the next round's decision
+// reads status.traffic.step for the step's gate.
+func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, in step.Input) (time.Duration, error) {
+	ro := rd.ro
+	tr := ro.Spec.TrafficRouting
+	if tr == nil {
+		ro.Status.Traffic = nil
+		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.TrafficConflictCondition)
+		return 0, nil
+	}
+	st := &ro.Status
+	pods, err := wl.Pods(ctx, obs)
+	if err != nil {
+		return 0, err
+	}
+	var stableReady, canaryReady, onStable int32
+	for i := range pods {
+		p := &pods[i]
+		rev := p.Labels[appsv1.ControllerRevisionHashLabelKey]
+		if rev == st.StableRevision {
+			onStable++
+		}
+		if p.DeletionTimestamp != nil || podReady(p) != corev1.ConditionTrue {
+			continue
+		}
+		switch {
+		case rev == st.StableRevision:
+			stableReady++
+		case st.CanaryRevision != "" && rev == st.CanaryRevision:
+			canaryReady++
+		}
+	}
+	tin := traffic.Input{
+		StableReady: stableReady, CanaryReady: canaryReady, Previous: lastWeight(ro),
+		StableRevision: st.StableRevision, CanaryRevision: st.CanaryRevision,
+	}
+	var stepIdx *int32
+	switch {
+	case st.Phase == v1alpha1.RolloutAborted && st.CanaryRevision != "":
+		tin.Mode = traffic.Aborted
+	case st.CurrentStepIndex != nil && int(*st.CurrentStepIndex) < len(ro.Spec.Steps):
+		i := *st.CurrentStepIndex
+		tin.Mode, tin.Step = traffic.Stepping, &ro.Spec.Steps[i]
+		tin.StepReady = step.GateOpen(in.Workload, in.Steps[i])
+		if tin.StepReady {
+			stepIdx = &i
+		}
+	default:
+		tin.Mode = traffic.Idle
+	}
+	tin.Moving = onStable != int32(len(pods))
+	plan := traffic.Decide(tin)
+	key, value := revisionLabel(ro.Spec.WorkloadRef)
+	res, err := r.trafficApplier().Apply(ctx, traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}, plan)
+	if err != nil {
+		return 0, err
+	}
+	previous := st.Traffic
+	next := &v1alpha1.TrafficStatus{
+		CanaryWeight: res.Weight, Matches: res.Matches, Accepted: res.Accepted,
+		StableRevision: plan.StableSelects, CanaryRevision: plan.CanarySelects,
+	}
+	if stepIdx != nil && res.Accepted && res.Weight == plan.CanaryWeight {
+		next.Step = stepIdx
+	}
+	st.Traffic = next
+	log.FromContext(ctx).V(1).Info("traffic", "weight", res.Weight, "matches", res.Matches, "accepted", res.Accepted, "why", plan.Why)
+	if previous == nil || previous.CanaryWeight != next.CanaryWeight || previous.Matches != next.Matches {
+		if next.CanaryWeight == 0 && next.Matches == 0 {
+			if previous != nil && (previous.CanaryWeight > 0 || previous.Matches > 0) {
+				rd.events = append(rd.events, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventTrafficRestored,
+					Message: fmt.Sprintf("%s send every request to Service %s (%s)", routeNames(ro), tr.StableService, plan.Why)})
+			}
+		} else {
+			rd.events = append(rd.events, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventTrafficShifted,
+				Message: fmt.Sprintf("%s: %d%% to Service %s, %d match rules (%s)", routeNames(ro), next.CanaryWeight, tr.CanaryService.Name, next.Matches, plan.Why)})
+		}
+	}
+	if e := setTrafficConflict(ro, rd, res.Conflicts); e != nil {
+		rd.events = append(rd.events, *e)
+	}
+	// An abort's weight follows Pods that roll back; watched, but a round
+	// that saw the workload before its Pods looks again.
+	aborting := tin.Mode == traffic.Aborted && plan.Shifted()
+	if aborting || !res.Accepted || (next.Step != nil && (previous == nil || !ptr.Equal(previous.Step, next.Step))) {
+		return trafficWait, nil
+	}
+	return 0, nil
+}
+
+// setTrafficConflict sets TrafficConflict from this round's conflicts:
+// True naming the other managers, with a Warning Event when the message is
+// new; removed once Stepwise is back at rest with none.
+func setTrafficConflict(ro *v1alpha1.Rollout, rd *round, conflicts []string) *step.Event {
+	if len(conflicts) == 0 {
+		if t := ro.Status.Traffic; t == nil || (t.CanaryWeight == 0 && t.Matches == 0) || ro.Status.Phase == v1alpha1.RolloutHealthy {
+			apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.TrafficConflictCondition)
+		}
+		return nil
+	}
+	message := fmt.Sprintf("%s: another field manager changed what the Rollout sets (field manager %q) while traffic is shifted; remove the weights of the canary rule from the manifest in git, or with Argo CD ignore its backendRefs (docs/traffic.md)",
+		strings.Join(conflicts, "; "), traffic.FieldManager)
+	previous := apimeta.FindStatusCondition(ro.Status.Conditions, v1alpha1.TrafficConflictCondition)
+	news := previous == nil || previous.Status != metav1.ConditionTrue || previous.Message != message
+	apimeta.SetStatusCondition(&ro.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.TrafficConflictCondition, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonFieldManagerConflict, Message: message,
+		ObservedGeneration: ro.Generation, LastTransitionTime: metav1.NewTime(rd.now).Rfc3339Copy(),
+	})
+	if !news {
+		return nil
+	}
+	return &step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventTrafficConflict, Message: message}
+}

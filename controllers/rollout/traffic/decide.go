@@ -1,0 +1,138 @@
+package traffic
+
+import (
+	"fmt"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+)
+
+// Mode is where the Rollout stands, as far as traffic is concerned.
+type Mode int
+
+const (
+	// Idle: no rollout in progress; everything goes to the stable revision.
+	Idle Mode = iota
+	// Stepping: a step of spec.steps is in progress.
+	Stepping
+	// Completed: every Pod runs the canary revision and the last step
+	// passed; the stable Service moves to it and the canary is emptied.
+	Completed
+	// Aborted: the canary Pods roll back in place.
+	Aborted
+)
+
+// Input is what Decide needs, all values.
+type Input struct {
+	Mode Mode
+	// Step is the step in progress (Stepping only).
+	Step *v1alpha1.RolloutStep
+	// StepReady: the step's workload gate passed (its Pods are updated and
+	// ready). Until then the step's own weight and matches wait.
+	StepReady bool
+	// StableReady and CanaryReady count the ready Pods of each revision.
+	StableReady, CanaryReady int32
+	// Previous is the canary weight the routes carry now.
+	Previous int32
+	// StableRevision and CanaryRevision (empty when there is no canary).
+	StableRevision, CanaryRevision string
+	// Moving is true when, with no step in progress, Pods still move to
+	// the stable revision all at once (a rollback or a downgrade).
+	Moving bool
+}
+
+// Plan is what the routes and Services must carry.
+type Plan struct {
+	// CanaryWeight is the percent of requests for the canary Service; the
+	// stable Service gets the rest.
+	CanaryWeight int32
+	// Matches send matching requests to the canary Service.
+	Matches []v1alpha1.TrafficMatch
+	// StableSelects and CanarySelects are the revisions each Service
+	// selects.
+	StableSelects, CanarySelects string
+	// Why says how the weight was chosen, for logs and Events.
+	Why string
+}
+
+// Shifted reports whether any request may reach the canary Service.
+func (p Plan) Shifted() bool { return p.CanaryWeight > 0 || len(p.Matches) > 0 }
+
+// Decide returns the traffic for in. Rules, in order:
+//   - Idle: all to stable, no matches; both Services select the stable
+//     revision (the stable Service every Pod while they are Moving).
+//   - Completed: the stable Service selects the canary revision (every
+//     Pod runs it), the canary weight is 0 and the matches go.
+//   - Aborted: no matches; the canary weight never rises, and falls with
+//     the canary's share of ready Pods (rounded up) as its Pods roll back:
+//     the stable Pods never carry more than the larger of what they carried
+//     before the abort and their share of ready Pods. With no ready Pod at
+//     all, the weights stay.
+//   - Stepping: once the step is ready, its traffic (unset: the canary's
+//     share of ready Pods) and matches; before that, the weight the routes
+//     carry (a step never raises the weight before its Pods are ready) and
+//     the step's matches.
+//   - Whatever the above: no weight and no match for a canary without a
+//     ready Pod, and all weight to it when the stable revision has none
+//     ready (partition 0), so no request goes to a Service without
+//     endpoints while the other has some.
+func Decide(in Input) Plan {
+	stable := in.StableRevision
+	canary := in.CanaryRevision
+	if canary == "" {
+		canary = stable
+	}
+	p := Plan{StableSelects: stable, CanarySelects: canary}
+	switch in.Mode {
+	case Idle:
+		p.CanarySelects = stable
+		p.Why = "no rollout in progress"
+		if in.Moving {
+			// The stable Service selects every Pod until they all run the
+			// stable revision: none is left out while it moves.
+			p.StableSelects = ""
+			p.Why = "Pods moving to the stable revision all at once"
+		}
+		return p
+	case Completed:
+		p.StableSelects = canary
+		p.Why = "promoted: the stable Service selects the new revision"
+		return p
+	case Aborted:
+		p.CanaryWeight = in.Previous
+		if total := in.StableReady + in.CanaryReady; total > 0 {
+			p.CanaryWeight = min(in.Previous, share(in.CanaryReady, total))
+		}
+		p.Why = fmt.Sprintf("aborted: %d of %d ready Pods still on the canary", in.CanaryReady, in.StableReady+in.CanaryReady)
+	case Stepping:
+		p.CanaryWeight = in.Previous
+		p.Why = "waiting for the step's Pods"
+		if in.Step != nil {
+			p.Matches = in.Step.Matches
+			if in.StepReady {
+				switch {
+				case in.Step.Traffic != nil:
+					p.CanaryWeight = *in.Step.Traffic
+					p.Why = "the step's traffic"
+				case in.StableReady+in.CanaryReady > 0:
+					p.CanaryWeight = share(in.CanaryReady, in.StableReady+in.CanaryReady)
+					p.Why = "the canary's share of ready Pods"
+				}
+			}
+		}
+	}
+	switch {
+	case in.CanaryReady == 0:
+		p.CanaryWeight, p.Matches = 0, nil
+		p.Why += "; no ready canary Pod"
+	case in.StableReady == 0:
+		p.CanaryWeight = 100
+		p.Why += "; no ready stable Pod"
+	}
+	return p
+}
+
+// share is part/total in percent, rounded up, so that a ready Pod always
+// counts.
+func share(part, total int32) int32 {
+	return int32((int64(part)*100 + int64(total) - 1) / int64(total))
+}

@@ -1,0 +1,221 @@
+package rollout_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
+)
+
+// gitManager plays a GitOps tool applying the team's manifests.
+const gitManager = "kustomize-controller"
+
+// gitRoute is what a team commits: a redirect rule of its own, and the
+// app's rule with a path match and a header filter, sending to Service web
+// without weights.
+func gitRoute(ns string) *gatewayv1.HTTPRoute {
+	r := &gatewayv1.HTTPRoute{}
+	r.APIVersion, r.Kind = gatewayv1.GroupVersion.String(), "HTTPRoute"
+	r.Namespace, r.Name = ns, "web"
+	r.Spec.ParentRefs = []gatewayv1.ParentReference{{Name: "edge"}}
+	r.Spec.Hostnames = []gatewayv1.Hostname{"shop.example"}
+	r.Spec.Rules = []gatewayv1.HTTPRouteRule{
+		{
+			Name:    ptr.To(gatewayv1.SectionName("legacy")),
+			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchExact), Value: ptr.To("/old")}}},
+			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr.To("/")}}}},
+		},
+		{
+			Name:    ptr.To(gatewayv1.SectionName("app")),
+			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To("/")}}},
+			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "x-team", Value: "shop"}}}}},
+			BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
+				Name: "web", Port: ptr.To(gatewayv1.PortNumber(80)),
+			}}}},
+		},
+	}
+	return r
+}
+
+func gitService(ns string) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "web"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
+// applyAs server-side applies obj whole as manager, with force, as Flux does.
+func applyAs(t *testing.T, manager string, obj client.Object) {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "status")
+	delete(m["metadata"].(map[string]any), "creationTimestamp")
+	u := &unstructured.Unstructured{Object: m}
+	if err := env.client.Apply(testContext(t), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership); err != nil {
+		t.Fatalf("applying %s as %s: %v", obj.GetName(), manager, err)
+	}
+}
+
+func trafficRollout(ns string) *stepwisev1.Rollout {
+	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%"), func(s *stepwisev1.RolloutStep) { s.Traffic = ptr.To[int32](20) }), stepAt(num(0)))
+	ro.Spec.TrafficRouting = &stepwisev1.TrafficRouting{
+		StableService: "web",
+		CanaryService: stepwisev1.CanaryService{Name: "web-canary", Create: true},
+		HTTPRoutes:    []stepwisev1.HTTPRouteReference{{Name: "web"}},
+	}
+	return ro
+}
+
+// Stepwise sets weights in the user's rule and matches in a route of its
+// own, keeps every other rule and filter of git's route, reports a git
+// apply that takes the weights back as a conflict naming the manager,
+// waits for a present Gateway to accept the route, and leaves the route as
+// git wrote it once the rollout is over.
+func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ns := newNamespace(t)
+	applyAs(t, gitManager, gitService(ns))
+	applyAs(t, gitManager, gitRoute(ns))
+	git := &gatewayv1.HTTPRoute{} // as the API server stores (defaults) it
+	mustGet(t, ns, "web", git)
+	ro := trafficRollout(ns)
+	createRollout(t, ro)
+
+	a := &traffic.Applier{Client: env.client, Reader: env.client}
+	target := traffic.Target{Rollout: ro, LabelKey: stepwisev1.RevisionHashLabel, LabelValue: stepwisev1.RevisionHash}
+	header := stepwisev1.TrafficMatch{Header: &stepwisev1.StringMatch{Name: "x-canary", Value: "1"}}
+	shift := traffic.Plan{CanaryWeight: 20, Matches: []stepwisev1.TrafficMatch{header}, StableSelects: "web-aaa", CanarySelects: "web-bbb"}
+
+	res, err := a.Apply(ctx, target, shift)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Weight != 20 || res.Matches != 1 || !res.Accepted || len(res.Conflicts) != 0 {
+		t.Fatalf("result = %+v, want weight 20, 1 match, accepted (no Gateway), no conflict", res)
+	}
+	stable := &corev1.Service{}
+	mustGet(t, ns, "web", stable)
+	if want := map[string]string{"app": "web", stepwisev1.RevisionHashLabel: "aaa"}; !equality.Semantic.DeepEqual(stable.Spec.Selector, want) {
+		t.Fatalf("stable selector = %v, want %v", stable.Spec.Selector, want)
+	}
+	canary := &corev1.Service{}
+	mustGet(t, ns, "web-canary", canary)
+	if want := map[string]string{"app": "web", stepwisev1.RevisionHashLabel: "bbb"}; !equality.Semantic.DeepEqual(canary.Spec.Selector, want) {
+		t.Fatalf("canary selector = %v, want %v", canary.Spec.Selector, want)
+	}
+	if len(canary.Spec.Ports) != 1 || canary.Spec.Ports[0].TargetPort != intstr.FromInt32(8080) || !metav1.IsControlledBy(canary, ro) {
+		t.Fatalf("canary Service ports %v owners %v", canary.Spec.Ports, canary.OwnerReferences)
+	}
+	route := &gatewayv1.HTTPRoute{}
+	mustGet(t, ns, "web", route)
+	if !equality.Semantic.DeepEqual(route.Spec.Rules[0], git.Spec.Rules[0]) || !equality.Semantic.DeepEqual(route.Spec.Rules[1].Filters, git.Spec.Rules[1].Filters) ||
+		!equality.Semantic.DeepEqual(route.Spec.ParentRefs, git.Spec.ParentRefs) || !equality.Semantic.DeepEqual(route.Spec.Hostnames, git.Spec.Hostnames) {
+		t.Fatalf("git's rules, filters, parents or hostnames changed: %+v", route.Spec)
+	}
+	refs := route.Spec.Rules[1].BackendRefs
+	if len(refs) != 2 || refs[0].Name != "web" || *refs[0].Weight != 80 || refs[1].Name != "web-canary" || *refs[1].Weight != 20 {
+		t.Fatalf("backendRefs = %+v", refs)
+	}
+	matchRoute := &gatewayv1.HTTPRoute{}
+	mustGet(t, ns, "web-stepwise-canary", matchRoute)
+	if m := matchRoute.Spec.Rules[0].Matches; len(m) != 1 || len(m[0].Headers) != 1 || m[0].Headers[0].Name != "x-canary" || *m[0].Path.Value != "/" {
+		t.Fatalf("canary route matches = %+v", m)
+	}
+	if !metav1.IsControlledBy(matchRoute, ro) || matchRoute.Spec.ParentRefs[0].Name != "edge" {
+		t.Fatalf("canary route owners %v parents %v", matchRoute.OwnerReferences, matchRoute.Spec.ParentRefs)
+	}
+
+	// Steady: nothing to write.
+	target.LastWeight = 20
+	if res, err = a.Apply(ctx, target, shift); err != nil || res.Applied {
+		t.Fatalf("second apply wrote (%+v) or failed: %v", res, err)
+	}
+
+	// Git applies its route again (Flux forces): the weights are gone, and
+	// the next apply names who took them.
+	applyAs(t, gitManager, gitRoute(ns))
+	res, err = a.Apply(ctx, target, shift)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Conflicts) != 1 || !strings.Contains(res.Conflicts[0], gitManager) || !strings.Contains(res.Conflicts[0], "HTTPRoute "+ns+"/web") || res.Weight != 20 {
+		t.Fatalf("after git's apply: %+v, want one conflict naming %s and the weight back", res, gitManager)
+	}
+
+	// A Gateway is present: the route waits for its status.
+	gw := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gatewayv1.GatewaySpec{
+		GatewayClassName: "test", Listeners: []gatewayv1.Listener{{Name: "http", Port: 80, Protocol: gatewayv1.HTTPProtocolType}},
+	}}
+	if err := env.client.Create(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = a.Apply(ctx, target, shift); err != nil || res.Accepted || !strings.Contains(res.Waiting, "Gateway "+ns+"/edge") {
+		t.Fatalf("with a Gateway and no route status: %+v, %v; want not accepted", res, err)
+	}
+	for _, name := range []string{"web", "web-stepwise-canary"} {
+		r := &gatewayv1.HTTPRoute{}
+		mustGet(t, ns, name, r)
+		r.Status.Parents = []gatewayv1.RouteParentStatus{{
+			ParentRef: gatewayv1.ParentReference{Name: "edge"}, ControllerName: "example.com/gateway",
+			Conditions: []metav1.Condition{{Type: string(gatewayv1.RouteConditionAccepted), Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: r.Generation, LastTransitionTime: metav1.Now()}},
+		}}
+		if err := env.client.Status().Update(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err = a.Apply(ctx, target, shift); err != nil || !res.Accepted {
+		t.Fatalf("with the Gateway's Accepted status: %+v, %v", res, err)
+	}
+
+	// Promoted: the stable Service selects the new revision, the weights
+	// go, the canary route is deleted, and the route is git's again.
+	res, err = a.Apply(ctx, target, traffic.Plan{StableSelects: "web-bbb", CanarySelects: "web-bbb"})
+	if err != nil || res.Weight != 0 || res.Matches != 0 {
+		t.Fatalf("promoted: %+v, %v", res, err)
+	}
+	mustGet(t, ns, "web", stable)
+	if stable.Spec.Selector[stepwisev1.RevisionHashLabel] != "bbb" || stable.Spec.Selector["app"] != "web" {
+		t.Fatalf("stable selector after promotion = %v", stable.Spec.Selector)
+	}
+	mustGet(t, ns, "web", route)
+	if !equality.Semantic.DeepEqual(route.Spec.Rules, git.Spec.Rules) {
+		t.Fatalf("route after promotion is not git's: %+v", route.Spec.Rules)
+	}
+	if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-stepwise-canary"}, matchRoute); !apierrors.IsNotFound(err) {
+		t.Fatalf("canary route still there: %v", err)
+	}
+	// Git's later applies of the same route are no conflict.
+	applyAs(t, gitManager, gitRoute(ns))
+	target.LastWeight = 0
+	if res, err = a.Apply(ctx, target, traffic.Plan{StableSelects: "web-bbb", CanarySelects: "web-bbb"}); err != nil || len(res.Conflicts) != 0 || res.Applied {
+		t.Fatalf("git re-applying at rest: %+v, %v", res, err)
+	}
+}
+
+func mustGet(t *testing.T, ns, name string, obj client.Object) {
+	t.Helper()
+	if err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		t.Fatalf("getting %s: %v", name, err)
+	}
+}
