@@ -33,7 +33,14 @@ type manifestMeta struct {
 // says in comments how many Pods each step updates, because partitions count
 // the Pods kept back, which reads backwards.
 func WriteManifest(w io.Writer, r *stepwisev1.Rollout, format string) error {
-	doc, err := manifestNode(r)
+	return WritePlan(w, r, format, nil)
+}
+
+// WritePlan is WriteManifest that also says, in the YAML's comments, what
+// the routes carry at each step of a Rollout with traffic routing, as the
+// controller decides it; traffic may be nil.
+func WritePlan(w io.Writer, r *stepwisev1.Rollout, format string, traffic *TrafficPlan) error {
+	doc, err := manifestNode(r, traffic)
 	if err != nil {
 		return err
 	}
@@ -64,7 +71,7 @@ func WriteManifest(w io.Writer, r *stepwisev1.Rollout, format string) error {
 // manifestNode goes through JSON so that the API types' own encoding
 // (Decimal thresholds, int-or-string partitions, omitempty) decides the
 // content, and through a YAML node tree so that the layout can be tidied.
-func manifestNode(r *stepwisev1.Rollout) (*yaml.Node, error) {
+func manifestNode(r *stepwisev1.Rollout, traffic *TrafficPlan) (*yaml.Node, error) {
 	data, err := json.Marshal(manifest{
 		APIVersion: stepwisev1.GroupVersion.String(),
 		Kind:       "Rollout",
@@ -81,15 +88,23 @@ func manifestNode(r *stepwisev1.Rollout) (*yaml.Node, error) {
 	tidy(&doc)
 	if spec := mappingValue(doc.Content[0], "spec"); spec != nil {
 		if steps := mappingValue(spec, "steps"); steps != nil {
-			for _, step := range steps.Content {
+			for i, step := range steps.Content {
 				if p := mappingValue(step, "partition"); p != nil {
 					p.LineComment = updatedComment(p.Value)
+					if traffic != nil && i < len(traffic.Steps) && r.Spec.TrafficRouting != nil {
+						p.LineComment += "; " + trafficComment(traffic.Steps[i], r.Spec.TrafficRouting.CanaryService.Name)
+					}
 				}
 			}
 		}
 	}
 	doc.HeadComment = "Planned by kubectl stepwise plan. A step's partition is the pods kept on\n" +
 		"the stable revision; the controller owns the CloneSet's partition field."
+	if traffic != nil && r.Spec.TrafficRouting != nil {
+		doc.HeadComment += fmt.Sprintf("\nEach step says where requests go once it is reached, with %d replicas;\n"+
+			"after the last step the stable Service selects the new revision and the\n"+
+			"routes send it everything, as your HTTPRoute in git does (docs/traffic.md).", traffic.Replicas)
+	}
 	return &doc, nil
 }
 

@@ -51,6 +51,9 @@ type PlanOptions struct {
 	// for none.
 	Container         string
 	VersionConstraint string
+	// Traffic, when set, adds spec.trafficRouting and each step's traffic
+	// and matches.
+	Traffic *PlanTraffic
 }
 
 // PlanPause is a timed pause or, with Manual, a wait for a promote.
@@ -234,6 +237,11 @@ func BuildPlan(cs *stepwisev1.CloneSet, o PlanOptions) (*stepwisev1.Rollout, err
 			return nil, &PlanError{Flag: "container", Err: err}
 		}
 		r.Spec.VersionPolicy = &stepwisev1.VersionPolicy{Container: container, Constraint: o.VersionConstraint}
+	}
+	if o.Traffic != nil {
+		if err := applyTraffic(r, o.Traffic); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

@@ -99,7 +99,7 @@ func readDocuments(f CloneSetFile) ([]*unstructured.Unstructured, error) {
 // plan never prints a manifest the API server would refuse (a --name too
 // long for the CRD's rules, say).
 func ValidatePlan(ctx context.Context, r *stepwisev1.Rollout) error {
-	doc, err := manifestNode(r)
+	doc, err := manifestNode(r, nil)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/pkg/cli"
@@ -18,6 +19,7 @@ func newPlanCommand(e *env) *cobra.Command {
 		steps, pause, errorRateMax, prometheus string
 		name, container, versionConstraint     string
 		output, filename                       string
+		tf                                     trafficFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "plan (CLONESET | -f FILE [CLONESET]) --steps 10%,50%,100%",
@@ -33,11 +35,19 @@ func newPlanCommand(e *env) *cobra.Command {
 			"all. A file is checked against the CloneSet CRD shipped in this binary,\n" +
 			"CEL rules included, and refused with the API server's message when it\n" +
 			"would be refused at apply time; CLONESET picks one when the file has\n" +
-			"several. The printed Rollout is checked the same way.",
+			"several. The printed Rollout is checked the same way.\n\n" +
+			"--stable-service with --http-route adds traffic routing through Gateway API\n" +
+			"HTTPRoutes (docs/traffic.md): --traffic is the percent of requests sent to\n" +
+			"the canary at each step (unset: its share of ready pods), --match sends\n" +
+			"matching requests to it at every step but the last. Each step's comment\n" +
+			"says what the routes will carry once it is reached, as the controller\n" +
+			"decides it for the CloneSet's replicas.",
 		Example: "  kubectl stepwise plan web -n shop --steps 10%,50%,100% --pause 1m \\\n" +
 			"    --error-rate-max 0.01 --prometheus http://prometheus.monitoring:9090 > rollout.yaml\n" +
 			"  kubectl stepwise plan -f deploy/web/cloneset.yaml --steps 25%,100% > deploy/web/rollout.yaml\n" +
-			"  kustomize build deploy/web | kubectl stepwise plan -f - web --steps 25%,100%",
+			"  kustomize build deploy/web | kubectl stepwise plan -f - web --steps 25%,100%\n" +
+			"  kubectl stepwise plan -f deploy/web/cloneset.yaml --steps 10%,50%,100% --pause manual \\\n" +
+			"    --stable-service web --http-route web --traffic 0%,20%,100% --match header:x-canary=always",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if filename != "" && len(args) <= 1 {
 				return nil
@@ -55,6 +65,9 @@ func newPlanCommand(e *env) *cobra.Command {
 				return usagef("--name: %q is not a valid object name: %s", name, strings.Join(errs, "; "))
 			}
 			o.Name, o.Container = name, container
+			if o.Traffic, err = tf.options(len(o.Updated)); err != nil {
+				return err
+			}
 			if err := checkOutput(output, false); err != nil {
 				return err
 			}
@@ -69,7 +82,11 @@ func newPlanCommand(e *env) *cobra.Command {
 			if err := cli.ValidatePlan(cmd.Context(), r); err != nil {
 				return err
 			}
-			return cli.WriteManifest(e.streams.Out, r, output)
+			st, err := planStepTraffic(r, ptr.Deref(cs.Spec.Replicas, 1))
+			if err != nil {
+				return err
+			}
+			return cli.WritePlan(e.streams.Out, r, output, st)
 		},
 	}
 	f := cmd.Flags()
@@ -81,8 +98,55 @@ func newPlanCommand(e *env) *cobra.Command {
 	f.StringVar(&container, "container", "", "Container whose image tag is a semantic version, for spec.versionPolicy; the only container by default when --version-constraint is set.")
 	f.StringVar(&versionConstraint, "version-constraint", "", `Semver constraint the new image tag must meet, such as ">=1.0.0 <2.0.0" (adds spec.versionPolicy).`)
 	f.StringVarP(&filename, "filename", "f", "", "Read the CloneSet from this YAML or JSON file (- for stdin) instead of the cluster; it is validated against the shipped CRD.")
+	f.StringVar(&tf.stable, "stable-service", "", "Service the HTTPRoutes send to: adds spec.trafficRouting (needs --http-route).")
+	f.StringVar(&tf.canary, "canary-service", "", "Canary Service; STABLE-canary, created by Stepwise from the stable one, by default.")
+	f.StringArrayVar(&tf.routes, "http-route", nil, "HTTPRoute that sends to --stable-service, as [NAMESPACE/]NAME[#RULE] (RULE: index or name); repeatable.")
+	f.StringVar(&tf.weights, "traffic", "", "Percent of requests sent to the canary at each step, such as 0%,20%,100%; unset: its share of ready pods.")
+	f.StringArrayVar(&tf.matches, "match", nil, "Requests sent to the canary at every step but the last: header:NAME=VALUE or query:NAME=VALUE (~= for a regular expression); repeatable.")
 	addOutputFlag(cmd, &output, "yaml")
 	return cmd
+}
+
+// trafficFlags are plan's traffic routing flags.
+type trafficFlags struct {
+	stable, canary, weights string
+	routes, matches         []string
+}
+
+// options parses the traffic flags; nil when none is set.
+func (f trafficFlags) options(steps int) (*cli.PlanTraffic, error) {
+	if f.stable == "" {
+		if f.canary != "" || f.weights != "" || len(f.routes) > 0 || len(f.matches) > 0 {
+			return nil, usagef("--stable-service is required with --canary-service, --http-route, --traffic and --match: the Service your HTTPRoute sends to")
+		}
+		return nil, nil
+	}
+	if len(f.routes) == 0 {
+		return nil, usagef("--http-route is required with --stable-service: the HTTPRoute that sends to it")
+	}
+	t := &cli.PlanTraffic{StableService: f.stable, CanaryService: f.canary, CreateCanary: f.canary == ""}
+	for _, s := range f.routes {
+		ref, err := cli.ParseRoute(s)
+		if err != nil {
+			return nil, usagef("--http-route: %w", err)
+		}
+		t.Routes = append(t.Routes, ref)
+	}
+	if f.weights != "" {
+		w, err := cli.ParseWeights(f.weights, steps)
+		if err != nil {
+			return nil, usagef("--traffic: %w", err)
+		}
+		t.Weights = w
+	}
+	for _, s := range f.matches {
+		m, err := cli.ParseMatch(s)
+		if err != nil {
+			return nil, usagef("--match: %w", err)
+		}
+		t.Matches = append(t.Matches, m)
+	}
+	return t, nil
 }
 
 // planCloneSet reads the CloneSet from the cluster (the default) or, with
