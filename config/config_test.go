@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	kjson "sigs.k8s.io/json"
@@ -777,6 +778,10 @@ type healthCase struct {
 	status string
 	// message is a part of the expected message; empty: not checked.
 	message string
+	// kstatus, when set, is what Flux's health check (kstatus.Compute)
+	// says of the object, and kstatusMessage a part of its message.
+	kstatus        kstatus.Status
+	kstatusMessage string
 }
 
 // sampleObject turns a YAML sample into the map Argo CD hands the script.
@@ -819,6 +824,16 @@ func runHealthCases[T any](t *testing.T, kind, file string, cases []healthCase) 
 			}
 			if status != tc.status || !strings.Contains(message, tc.message) {
 				t.Errorf("got %s %q, want %s with a message containing %q", status, message, tc.status, tc.message)
+			}
+			if tc.kstatus == "" {
+				return
+			}
+			res, err := kstatus.Compute(&unstructured.Unstructured{Object: obj})
+			if err != nil {
+				t.Fatalf("kstatus: %v", err)
+			}
+			if res.Status != tc.kstatus || !strings.Contains(res.Message, tc.kstatusMessage) {
+				t.Errorf("kstatus: got %s %q, want %s with a message containing %q", res.Status, res.Message, tc.kstatus, tc.kstatusMessage)
 			}
 		})
 	}
