@@ -9,7 +9,8 @@ import (
 	"github.com/stepwise-dev/stepwise/test/argocdhealth"
 )
 
-// trafficRolloutMeta is the Rollout of docs/gitops.md's traffic walkthrough:
+// trafficRolloutMeta is the Rollout of the walkthrough in docs/gitops.md
+// (kubectl stepwise plan --pause manual --traffic 0%,20%,100% --match ...):
 // testers only at step 1, 20% of requests at step 2, everything at step 3.
 const trafficRolloutMeta = `
 metadata: {name: web, namespace: shop, generation: 3, finalizers: [stepwise.dev/traffic]}
@@ -18,9 +19,9 @@ spec:
   trafficRouting:
     stableService: web
     canaryService: {name: web-canary, create: true}
-    httpRoutes: [{name: web}]
+    httpRoutes: [{name: web, ruleName: app}]
   steps:
-  - {partition: 90%, traffic: 0, matches: [{header: {name: x-canary, value: always}}], pause: {duration: 10m}}
+  - {partition: 90%, traffic: 0, matches: [{header: {name: x-canary, value: always}}], pause: {}}
   - {partition: 50%, traffic: 20, pause: {}}
   - {partition: 0, traffic: 100}`
 
