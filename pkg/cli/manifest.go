@@ -101,9 +101,13 @@ func manifestNode(r *stepwisev1.Rollout, traffic *TrafficPlan) (*yaml.Node, erro
 	doc.HeadComment = "Planned by kubectl stepwise plan. A step's partition is the pods kept on\n" +
 		"the stable revision; the controller owns the CloneSet's partition field."
 	if traffic != nil && r.Spec.TrafficRouting != nil {
-		doc.HeadComment += fmt.Sprintf("\nEach step says where requests go once it is reached, with %d replicas;\n"+
+		replicas := fmt.Sprintf("%d replicas", traffic.Replicas)
+		if traffic.Replicas == 1 {
+			replicas = "1 replica"
+		}
+		doc.HeadComment += fmt.Sprintf("\nEach step says where requests go once it is reached, with %s;\n"+
 			"after the last step the stable Service selects the new revision and the\n"+
-			"routes send it everything, as your HTTPRoute in git does (docs/traffic.md).", traffic.Replicas)
+			"routes send it everything, as your HTTPRoute in git does (docs/traffic.md).", replicas)
 	}
 	return &doc, nil
 }

@@ -15,6 +15,7 @@ func TestPlanTraffic(t *testing.T) {
 	cases := []struct {
 		name    string
 		args    []string
+		stdin   string   // the CloneSet; planCloneSet (4 replicas) when empty
 		wantOut []string // lines of stdout, in order
 		wantErr string   // stderr starts with it, on failure
 	}{
@@ -54,6 +55,18 @@ func TestPlanTraffic(t *testing.T) {
 			},
 		},
 		{
+			// One replica: 10% updated keeps the only Pod on the stable
+			// revision, so the step's weight and matches wait.
+			name:  "one_replica",
+			args:  []string{"--steps", "10%,100%", "--stable-service", "web", "--http-route", "web", "--traffic", "30%,100%", "--match", "header:x-canary=always"},
+			stdin: strings.Replace(planCloneSet, "replicas: 4", "replicas: 1", 1),
+			wantOut: []string{
+				"# Each step says where requests go once it is reached, with 1 replica;",
+				"    - partition: 90% # 10% of pods updated; 0% of requests to web-canary (the step's traffic; no ready canary Pod)",
+				"    - partition: 0 # every pod updated; 100% of requests to web-canary (the step's traffic; no ready stable Pod)",
+			},
+		},
+		{
 			name:    "traffic_without_a_service",
 			args:    []string{"--steps", "50%,100%", "--traffic", "10%,100%"},
 			wantErr: "error: --stable-service is required with --canary-service, --http-route, --traffic and --match",
@@ -82,7 +95,11 @@ func TestPlanTraffic(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"plan", "-f", "-"}, c.args...)
-			code, stdout, stderr := runStdin(planCloneSet, args...)
+			stdin := c.stdin
+			if stdin == "" {
+				stdin = planCloneSet
+			}
+			code, stdout, stderr := runStdin(stdin, args...)
 			if c.wantErr != "" {
 				if code != ExitError || !strings.HasPrefix(stderr, c.wantErr) {
 					t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and stderr starting with:\n%s", code, stderr, c.wantErr)
