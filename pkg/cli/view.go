@@ -102,7 +102,7 @@ func (r *renderer) header(b *strings.Builder) {
 		add("Request", req, yellow)
 	}
 	for _, c := range st.Conditions {
-		if c.Type == stepwisev1.PartitionConflictCondition && c.Status == metav1.ConditionTrue {
+		if (c.Type == stepwisev1.PartitionConflictCondition || c.Type == stepwisev1.TrafficConflictCondition) && c.Status == metav1.ConditionTrue {
 			add("Warning", c.Type+": "+c.Message, red)
 		}
 	}

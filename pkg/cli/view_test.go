@@ -107,6 +107,10 @@ func viewCases() map[string]RolloutView {
 	routed.Spec.Steps[2].Traffic = ptr.To[int32](100)
 	routed.Status.Phase, routed.Status.Reason, routed.Status.CurrentStepIndex = stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForTraffic, ptr.To[int32](0)
 	routed.Status.Traffic = &stepwisev1.TrafficStatus{CanaryWeight: 10, Matches: 1, Accepted: false, StableRevision: "web-5f6b4", CanaryRevision: "web-7c9d8"}
+	routed.Status.Conditions = []metav1.Condition{{
+		Type: stepwisev1.TrafficConflictCondition, Status: metav1.ConditionTrue, Reason: "FieldManagerConflict",
+		Message: "HTTPRoute shop/web: spec.rules written by kustomize-controller: another field manager changed what the Rollout sets (field manager \"stepwise-traffic\") while traffic is shifted",
+	}}
 	cases["traffic routing"] = RolloutView{Rollout: routed, Workload: newTestWorkload(10, 1, "90%")}
 	return cases
 }
@@ -121,6 +125,7 @@ Stable:    web-5f6b4
 Traffic:   10% to web-canary, 90% to web, 1 match to web-canary (not accepted by a Gateway yet)
 Gate:      open: 1/1 updated pods ready
 Pause:     1m once the gate passes
+Warning:   TrafficConflict: HTTPRoute shop/web: spec.rules written by kustomize-controller: another field manager changed what the Rollout sets (field manager "stepwise-traffic") while traffic is shifted
 
 Steps:
      #  PARTITION  TRAFFIC        PAUSE
