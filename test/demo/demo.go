@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -266,16 +267,22 @@ func (d *demo) story(ctx context.Context) error {
 // abort` does, once the first step's canary Pods are ready: without
 // Prometheus nothing else would stop a bad release.
 func (d *demo) release(ctx context.Context, label, image string, requestAbort bool) (*followed, error) {
-	cs := &stepwisev1.CloneSet{}
-	if err := d.client.Get(ctx, client.ObjectKeyFromObject(d.cloneSet), cs); err != nil {
-		return nil, fmt.Errorf("reading CloneSet %s: %w", d.cloneSet.Name, err)
-	}
-	before := cs.DeepCopy()
-	cs.Spec.Template.Spec.Containers[0].Image = image
 	// A merge patch of what changed, as `kubectl set image` would send: it
-	// never mentions the partition, which the Rollout decides.
-	if err := d.client.Patch(ctx, cs, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return nil, fmt.Errorf("setting the image of CloneSet %s to %s: %w", cs.Name, image, err)
+	// never mentions the partition, which the Rollout decides. The
+	// containers list goes whole, so it is sent on the condition that
+	// nothing changed since it was read (the controllers write status all
+	// the time), and read again when something did.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cs := &stepwisev1.CloneSet{}
+		if err := d.client.Get(ctx, client.ObjectKeyFromObject(d.cloneSet), cs); err != nil {
+			return fmt.Errorf("reading CloneSet %s: %w", d.cloneSet.Name, err)
+		}
+		before := cs.DeepCopy()
+		cs.Spec.Template.Spec.Containers[0].Image = image
+		return d.client.Patch(ctx, cs, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("setting the image of CloneSet %s to %s: %w", d.cloneSet.Name, image, err)
 	}
 	var onChange func(cli.Snapshot) error
 	if requestAbort {
