@@ -183,17 +183,24 @@ func setPartitionConflict(ro *v1alpha1.Rollout, rd *round, kind, path string) *s
 	message := fmt.Sprintf("field manager %s also writes %s of %s %s, which the Rollout owns (field manager %q) and moves step by step: "+
 		"remove the partition from the manifest in git, or with Argo CD ignore it (ignoreDifferences: jsonPointers: [/%s])",
 		strings.Join(quoted, ", "), path, kind, ro.Spec.WorkloadRef.Name, fieldManager, strings.ReplaceAll(path, ".", "/"))
-	previous := apimeta.FindStatusCondition(ro.Status.Conditions, v1alpha1.PartitionConflictCondition)
+	return raiseConflict(ro, rd, v1alpha1.PartitionConflictCondition, v1alpha1.EventPartitionConflict, message)
+}
+
+// raiseConflict sets a field-manager conflict condition True with message,
+// and returns the Warning Event to record when the message is new (a
+// conflict that goes on is told once, not at every round).
+func raiseConflict(ro *v1alpha1.Rollout, rd *round, conditionType, eventReason, message string) *step.Event {
+	previous := apimeta.FindStatusCondition(ro.Status.Conditions, conditionType)
 	news := previous == nil || previous.Status != metav1.ConditionTrue || previous.Message != message
 	apimeta.SetStatusCondition(&ro.Status.Conditions, metav1.Condition{
-		Type: v1alpha1.PartitionConflictCondition, Status: metav1.ConditionTrue,
+		Type: conditionType, Status: metav1.ConditionTrue,
 		Reason: v1alpha1.ReasonFieldManagerConflict, Message: message,
 		ObservedGeneration: ro.Generation, LastTransitionTime: metav1.NewTime(rd.now).Rfc3339Copy(),
 	})
 	if !news {
 		return nil
 	}
-	return &step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventPartitionConflict, Message: message}
+	return &step.Event{Type: corev1.EventTypeWarning, Reason: eventReason, Message: message}
 }
 
 // patchStatus writes the status in one merge patch, with the

@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -220,15 +219,5 @@ func setTrafficConflict(ro *v1alpha1.Rollout, rd *round, conflicts []string) *st
 	}
 	message := fmt.Sprintf("%s: another field manager changed what the Rollout sets (field manager %q) while traffic is shifted; remove the weights of the canary rule from the manifest in git, or with Argo CD ignore its backendRefs (docs/traffic.md)",
 		strings.Join(conflicts, "; "), traffic.FieldManager)
-	previous := apimeta.FindStatusCondition(ro.Status.Conditions, v1alpha1.TrafficConflictCondition)
-	news := previous == nil || previous.Status != metav1.ConditionTrue || previous.Message != message
-	apimeta.SetStatusCondition(&ro.Status.Conditions, metav1.Condition{
-		Type: v1alpha1.TrafficConflictCondition, Status: metav1.ConditionTrue,
-		Reason: v1alpha1.ReasonFieldManagerConflict, Message: message,
-		ObservedGeneration: ro.Generation, LastTransitionTime: metav1.NewTime(rd.now).Rfc3339Copy(),
-	})
-	if !news {
-		return nil
-	}
-	return &step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventTrafficConflict, Message: message}
+	return raiseConflict(ro, rd, v1alpha1.TrafficConflictCondition, v1alpha1.EventTrafficConflict, message)
 }
