@@ -545,16 +545,7 @@ func waitHTTP(b *testing.B, url, what string, timeout time.Duration) {
 // startStepwise builds and runs cmd/manager with its defaults, named so
 // that its user agent says stepwise-manager.
 func startStepwise(b *testing.B, kubeconfig string) *controllerProcess {
-	root, err := kwokcluster.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	binary := filepath.Join(b.TempDir(), "stepwise-manager")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/manager")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building manager: %v\n%s", err, out)
-	}
+	binary := buildManager(b, "stepwise-manager")
 	metricsAddr, probeAddr := freeAddr(b), freeAddr(b)
 	p := startProcess(b, binary, nil, "--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address", probeAddr, "--zap-log-level", "error")

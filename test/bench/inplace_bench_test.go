@@ -161,19 +161,26 @@ type managerProcess struct {
 	metricsURL string
 }
 
-// startManagerProcess builds and runs cmd/manager as its own process, so
-// its memory is measured alone.
-func startManagerProcess(b *testing.B, kubeconfig string) *managerProcess {
+// buildManager builds cmd/manager into a temporary binary called name (its
+// user agent names it in the API server's audit log).
+func buildManager(b *testing.B, name string) string {
 	root, err := kwokcluster.RepoRoot()
 	if err != nil {
 		b.Fatal(err)
 	}
-	binary := filepath.Join(b.TempDir(), "manager")
+	binary := filepath.Join(b.TempDir(), name)
 	build := exec.Command("go", "build", "-o", binary, "./cmd/manager")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("building manager: %v\n%s", err, out)
 	}
+	return binary
+}
+
+// startManagerProcess builds and runs cmd/manager as its own process, so
+// its memory is measured alone.
+func startManagerProcess(b *testing.B, kubeconfig string) *managerProcess {
+	binary := buildManager(b, "manager")
 	metricsAddr, probeAddr := freeAddr(b), freeAddr(b)
 	logFile, err := os.Create(filepath.Join(b.TempDir(), "manager.log"))
 	if err != nil {
