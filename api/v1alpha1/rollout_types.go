@@ -257,8 +257,9 @@ type AnalysisSpec struct {
 
 	// ScrapeMargin is added to a query's lookback before its first
 	// measurement: time for Prometheus to scrape the canary on its new
-	// revision (at least two scrape intervals, so that rate() has two
-	// samples) and for clocks to disagree a little. Defaults to 30s.
+	// revision (at least three scrape intervals, so that rate() over a
+	// window as young as the canary still finds two samples when one
+	// scrape is late) and for clocks to disagree a little. Defaults to 30s.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32

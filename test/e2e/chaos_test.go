@@ -61,7 +61,10 @@ func TestChaos(t *testing.T) {
 		Analysis: &stepwisev1.AnalysisSpec{
 			Interval:     &metav1.Duration{Duration: time.Second},
 			Count:        ptr.To[int32](2),
-			ScrapeMargin: &metav1.Duration{Duration: 2 * time.Second},
+			// Three scrape intervals, the documented floor for a window
+			// that grows with the canary: its first [3s] still holds two
+			// samples when a scrape is late on this busy machine.
+			ScrapeMargin: &metav1.Duration{Duration: 3 * time.Second},
 			Metrics: []stepwisev1.Metric{{
 				Name: errorRateMetric,
 				Prometheus: &stepwisev1.PrometheusMetric{Address: e.prom.URL(), Timeout: &metav1.Duration{Duration: 2 * time.Second},
