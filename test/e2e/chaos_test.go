@@ -59,8 +59,8 @@ func TestChaos(t *testing.T) {
 	s := e.newStory(t, "chaos", storyOptions{replicas: replicas, spec: stepwisev1.RolloutSpec{
 		Steps: []stepwisev1.RolloutStep{step("90%", noPause), step("50%", noPause), step("0", noPause)},
 		Analysis: &stepwisev1.AnalysisSpec{
-			Interval:     &metav1.Duration{Duration: time.Second},
-			Count:        ptr.To[int32](2),
+			Interval: &metav1.Duration{Duration: time.Second},
+			Count:    ptr.To[int32](2),
 			// Three scrape intervals, the documented floor for a window
 			// that grows with the canary: its first [3s] still holds two
 			// samples when a scrape is late on this busy machine.
