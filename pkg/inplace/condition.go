@@ -59,6 +59,49 @@ func setCondition(pod *corev1.Pod, status corev1.ConditionStatus, reason, messag
 	c.Status, c.Reason, c.Message = status, reason, message
 }
 
+// ReasonReadinessGateFalse is the reason of the Ready=False the engine
+// writes ahead of the kubelet (see takeOutOfService); it is the reason the
+// kubelet itself gives once it catches up.
+const ReasonReadinessGateFalse = "ReadinessGatesNotReady"
+
+// takeOutOfService sets InPlaceUpdateReady=False on pod (in memory) and
+// returns the conditions to write in one pods/status write. When the Pod
+// carries the readiness gate and is Ready, Ready=False goes in the same
+// write: the kubelet would compute exactly that from the gate, but only
+// after its own watch and status sync (~40 ms on a real node, longer on a
+// busy one), and until then the EndpointSlice controller keeps the Pod a
+// ready endpoint, even of the Service that selects the revision label
+// moved in this very write: a canary Service would send requests to a Pod
+// still running the old image, or a stable one to a container about to
+// restart. The engine never writes Ready=True: only the kubelet knows the
+// containers are ready again.
+func takeOutOfService(pod *corev1.Pod, reason, message string, now time.Time) []corev1.PodCondition {
+	setCondition(pod, corev1.ConditionFalse, reason, message, now)
+	out := []corev1.PodCondition{*getCondition(pod)}
+	if !hasReadinessGate(pod) {
+		return out
+	}
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type != corev1.PodReady || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionFalse, ReasonReadinessGateFalse, metav1.NewTime(now)
+		c.Message = fmt.Sprintf("readiness gate %s is False (%s)", v1alpha1.InPlaceUpdateReady, message)
+		out = append(out, *c)
+	}
+	return out
+}
+
+func hasReadinessGate(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.ReadinessGates {
+		if g.ConditionType == podConditionType {
+			return true
+		}
+	}
+	return false
+}
+
 func conditionIsFalse(pod *corev1.Pod) bool {
 	c := getCondition(pod)
 	return c != nil && c.Status == corev1.ConditionFalse

@@ -1,10 +1,12 @@
 package inplace
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
@@ -96,5 +98,53 @@ func TestEnsureReadinessGate(t *testing.T) {
 	EnsureReadinessGate(spec)
 	if len(spec.ReadinessGates) != 1 || spec.ReadinessGates[0].ConditionType != podConditionType {
 		t.Fatalf("readiness gates = %v", spec.ReadinessGates)
+	}
+}
+
+// takeOutOfService writes Ready=False with the gate only where the kubelet
+// would compute the same from the gate: a gated Pod that is Ready now.
+func TestTakeOutOfService(t *testing.T) {
+	earlier := epoch.Add(-time.Hour)
+	tests := []struct {
+		name       string
+		mutate     func(*corev1.Pod)
+		wantTypes  []corev1.PodConditionType
+		wantReady  corev1.ConditionStatus
+		readySince time.Time
+	}{
+		{name: "gated_and_ready", mutate: func(*corev1.Pod) {},
+			wantTypes: []corev1.PodConditionType{podConditionType, corev1.PodReady}, wantReady: corev1.ConditionFalse, readySince: epoch},
+		{name: "no_gate_the_kubelet_would_say_ready", mutate: func(p *corev1.Pod) { p.Spec.ReadinessGates = nil },
+			wantTypes: []corev1.PodConditionType{podConditionType}, wantReady: corev1.ConditionTrue, readySince: earlier},
+		{name: "already_not_ready_keeps_its_transition_time", mutate: func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse },
+			wantTypes: []corev1.PodConditionType{podConditionType}, wantReady: corev1.ConditionFalse, readySince: earlier},
+		{name: "no_ready_condition_yet", mutate: func(p *corev1.Pod) { p.Status.Conditions = p.Status.Conditions[1:] },
+			wantTypes: []corev1.PodConditionType{podConditionType}, wantReady: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := newPod(container("app", "a:1"))
+			pod.Status.Conditions[0].LastTransitionTime = metav1.NewTime(earlier)
+			tt.mutate(pod)
+			got := takeOutOfService(pod, ConditionReasonUpdating, updatingMessage("r2"), epoch)
+			var types []corev1.PodConditionType
+			for _, c := range got {
+				types = append(types, c.Type)
+			}
+			if !slices.Equal(types, tt.wantTypes) {
+				t.Fatalf("conditions written = %v, want %v", types, tt.wantTypes)
+			}
+			if !heldFor(pod, "r2") {
+				t.Fatalf("the gate is not held for r2: %+v", getCondition(pod))
+			}
+			if ready := podReady(pod); ready != tt.wantReady {
+				t.Fatalf("Ready = %q, want %q", ready, tt.wantReady)
+			}
+			for _, c := range pod.Status.Conditions {
+				if c.Type == corev1.PodReady && !c.LastTransitionTime.Time.Equal(tt.readySince) {
+					t.Fatalf("Ready transition time = %v, want %v", c.LastTransitionTime, tt.readySince)
+				}
+			}
+		})
 	}
 }

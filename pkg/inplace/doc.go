@@ -8,7 +8,8 @@
 //     (State), so a restarted controller resumes instead of starting over;
 //   - the condition InPlaceUpdateReady is how the world should see the Pod:
 //     every CloneSet Pod carries it as a readiness gate, so False takes the
-//     Pod out of Service endpoints while its containers restart.
+//     Pod out of Service endpoints while its containers restart (the write
+//     that sets it False sets Ready False too, ahead of the kubelet).
 //
 // The package offers three verbs (Interface): CanUpdateInPlace (pure),
 // Update (start moving a Pod to a revision) and Refresh (called every

@@ -138,14 +138,14 @@ func (e *Engine) Update(ctx context.Context, pod *corev1.Pod, spec *UpdateSpec, 
 			return nil
 		}
 		if plan.needsNotReady && !heldFor(current, spec.Revision) {
-			setCondition(current, corev1.ConditionFalse, ConditionReasonUpdating, updatingMessage(spec.Revision), now)
+			conditions := takeOutOfService(current, ConditionReasonUpdating, updatingMessage(spec.Revision), now)
 			var labels map[string]string
 			if opts.ServiceLabel != "" {
 				// pods/status accepts label changes (only the spec and
 				// owner references are kept from the stored Pod).
 				labels = map[string]string{opts.ServiceLabel: v1alpha1.RevisionHash(spec.Revision)}
 			}
-			if err := e.client.PatchCondition(ctx, current, *getCondition(current), labels); err != nil {
+			if err := e.client.PatchConditions(ctx, current, conditions, labels); err != nil {
 				return err
 			}
 			res.Pod = current

@@ -80,6 +80,11 @@ func TestEngine_PlainImageUpdateTakesThreeWrites(t *testing.T) {
 	if !f.writes[0].status || conditionOf(t, f.writes[0].pod).Status != corev1.ConditionFalse {
 		t.Fatalf("first write must take the pod out of service, got %+v", f.writes[0])
 	}
+	// Ready=False in that same write, not when the kubelet catches up: an
+	// EndpointSlice must not keep the Pod a ready endpoint meanwhile.
+	if got := podReady(f.writes[0].pod); got != corev1.ConditionFalse {
+		t.Fatalf("first write: Ready = %q, want False written with the gate", got)
+	}
 	pod := f.get("web-0")
 	if got := imageOf(t, pod, "app"); got != "nginx:1.26" {
 		t.Fatalf("app image = %s, want nginx:1.26", got)
@@ -106,6 +111,8 @@ func TestEngine_PlainImageUpdateTakesThreeWrites(t *testing.T) {
 	if c := conditionOf(t, pod); c.Status != corev1.ConditionTrue || c.Reason != ConditionReasonCompleted {
 		t.Fatalf("condition = %+v, want True/%s", c, ConditionReasonCompleted)
 	}
+	f.kubeletSync("web-0") // the gate is True: the kubelet says Ready again
+	pod = f.get("web-0")
 	if IsUpdating(pod) || !Ready(pod) {
 		t.Fatalf("pod after update: IsUpdating=%v Ready=%v, want false/true", IsUpdating(pod), Ready(pod))
 	}
@@ -563,4 +570,13 @@ func TestRevisionHash(t *testing.T) {
 			t.Errorf("RevisionHash(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+func podReady(pod *corev1.Pod) corev1.ConditionStatus {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status
+		}
+	}
+	return ""
 }

@@ -129,10 +129,10 @@ func (f *fakePods) Patch(_ context.Context, original, pod *corev1.Pod, optimisti
 	return nil
 }
 
-// PatchCondition merges one condition by type, as a strategic merge patch
+// PatchConditions merges conditions by type, as a strategic merge patch
 // does: no resourceVersion check, other status fields untouched; labels
 // merge into the stored ones, as pods/status allows.
-func (f *fakePods) PatchCondition(_ context.Context, pod *corev1.Pod, condition corev1.PodCondition, labels map[string]string) error {
+func (f *fakePods) PatchConditions(_ context.Context, pod *corev1.Pod, conditions []corev1.PodCondition, labels map[string]string) error {
 	stored := f.get(pod.Name)
 	if stored == nil {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name)
@@ -144,15 +144,17 @@ func (f *fakePods) PatchCondition(_ context.Context, pod *corev1.Pod, condition 
 		}
 		next.Labels[k] = v
 	}
-	replaced := false
-	for i := range next.Status.Conditions {
-		if next.Status.Conditions[i].Type == condition.Type {
-			next.Status.Conditions[i] = condition
-			replaced = true
+	for _, condition := range conditions {
+		replaced := false
+		for i := range next.Status.Conditions {
+			if next.Status.Conditions[i].Type == condition.Type {
+				next.Status.Conditions[i] = condition
+				replaced = true
+			}
 		}
-	}
-	if !replaced {
-		next.Status.Conditions = append(next.Status.Conditions, condition)
+		if !replaced {
+			next.Status.Conditions = append(next.Status.Conditions, condition)
+		}
 	}
 	*pod = *f.store(next)
 	f.writes = append(f.writes, write{status: true, pod: pod.DeepCopy()})
@@ -196,6 +198,36 @@ func (f *fakePods) kubeletReady(name, container string) {
 	pod := f.get(name)
 	findStatus(pod, container, false).Ready = true
 	f.store(pod)
+}
+
+// kubeletSync writes Ready as a kubelet computes it: every container ready
+// and every readiness gate's condition True. Tests call it where a kubelet
+// would have reacted to a gate the engine flipped.
+func (f *fakePods) kubeletSync(name string) {
+	pod := f.get(name)
+	ready := corev1.ConditionTrue
+	for _, st := range pod.Status.ContainerStatuses {
+		if !st.Ready {
+			ready = corev1.ConditionFalse
+		}
+	}
+	for _, gate := range pod.Spec.ReadinessGates {
+		status := corev1.ConditionFalse
+		for _, c := range pod.Status.Conditions {
+			if c.Type == gate.ConditionType {
+				status = c.Status
+			}
+		}
+		if status != corev1.ConditionTrue {
+			ready = corev1.ConditionFalse
+		}
+	}
+	for i := range pod.Status.Conditions {
+		if c := &pod.Status.Conditions[i]; c.Type == corev1.PodReady && c.Status != ready {
+			c.Status = ready
+			f.store(pod)
+		}
+	}
 }
 
 func newImageID(_, image string) string { return "id-of-" + image }

@@ -23,7 +23,7 @@ type PodClient interface {
 	// write in between does not refuse it, which is right only when the
 	// decision came from a fresh read.
 	Patch(ctx context.Context, original, modified *corev1.Pod, optimisticLock bool) error
-	// PatchCondition sets one status condition with a strategic merge patch
+	// PatchConditions sets status conditions with a strategic merge patch
 	// (conditions merge by type) and refreshes pod from the response. It
 	// carries no resourceVersion: a kubelet rewrites a Pod's status all the
 	// time, and a precondition would turn each of those into a refused
@@ -31,7 +31,7 @@ type PodClient interface {
 	// older than its own last write. Labels, when not empty, are set in
 	// the same write: pods/status keeps only the spec and owner references
 	// of the stored Pod, so a label moves with the condition.
-	PatchCondition(ctx context.Context, pod *corev1.Pod, condition corev1.PodCondition, labels map[string]string) error
+	PatchConditions(ctx context.Context, pod *corev1.Pod, conditions []corev1.PodCondition, labels map[string]string) error
 }
 
 // NewControllerRuntimePodClient adapts controller-runtime: writes go through
@@ -62,8 +62,8 @@ func (p *controllerRuntimePodClient) Patch(ctx context.Context, original, modifi
 	return p.client.Patch(ctx, modified, client.StrategicMergeFrom(original, opts...))
 }
 
-func (p *controllerRuntimePodClient) PatchCondition(ctx context.Context, pod *corev1.Pod, condition corev1.PodCondition, labels map[string]string) error {
-	patch := map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{condition}}}
+func (p *controllerRuntimePodClient) PatchConditions(ctx context.Context, pod *corev1.Pod, conditions []corev1.PodCondition, labels map[string]string) error {
+	patch := map[string]any{"status": map[string]any{"conditions": conditions}}
 	if len(labels) > 0 {
 		patch["metadata"] = map[string]any{"labels": labels}
 	}

@@ -75,12 +75,14 @@ func (e *Engine) Refresh(ctx context.Context, pod *corev1.Pod) RefreshResult {
 		case refreshNothing:
 			return nil
 		case refreshSetReady, refreshSetNotReady:
-			status := corev1.ConditionTrue
+			var conditions []corev1.PodCondition
 			if plan.action == refreshSetNotReady {
-				status = corev1.ConditionFalse
+				conditions = takeOutOfService(current, plan.reason, plan.message, now)
+			} else {
+				setCondition(current, corev1.ConditionTrue, plan.reason, plan.message, now)
+				conditions = []corev1.PodCondition{*getCondition(current)}
 			}
-			setCondition(current, status, plan.reason, plan.message, now)
-			if err := e.client.PatchCondition(ctx, current, *getCondition(current), nil); err != nil {
+			if err := e.client.PatchConditions(ctx, current, conditions, nil); err != nil {
 				return err
 			}
 		case refreshPatch:

@@ -27,17 +27,21 @@ func TestPodStatusWriteMovesALabel(t *testing.T) {
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}},
 	}
 	g.Expect(env.client.Create(ctx, pod)).To(Succeed())
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	g.Expect(env.client.Status().Update(ctx, pod)).To(Succeed())
 
 	pods := inplace.NewControllerRuntimePodClient(env.client, env.client)
-	cond := corev1.PodCondition{Type: stepwisev1.InPlaceUpdateReady, Status: corev1.ConditionFalse, Reason: "Updating", LastTransitionTime: metav1.Now()}
-	g.Expect(pods.PatchCondition(ctx, pod, cond, map[string]string{stepwisev1.RevisionHashLabel: "bbb222"})).To(Succeed())
+	gate := corev1.PodCondition{Type: stepwisev1.InPlaceUpdateReady, Status: corev1.ConditionFalse, Reason: "Updating", LastTransitionTime: metav1.Now()}
+	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: inplace.ReasonReadinessGateFalse, LastTransitionTime: metav1.Now()}
+	g.Expect(pods.PatchConditions(ctx, pod, []corev1.PodCondition{gate, ready}, map[string]string{stepwisev1.RevisionHashLabel: "bbb222"})).To(Succeed())
 
 	got := &corev1.Pod{}
 	g.Expect(env.client.Get(ctx, client.ObjectKeyFromObject(pod), got)).To(Succeed())
 	g.Expect(got.Labels).To(HaveKeyWithValue(stepwisev1.RevisionHashLabel, "bbb222"))
 	g.Expect(got.Labels).To(HaveKeyWithValue("app", "web"))
 	g.Expect(conditionStatus(got, stepwisev1.InPlaceUpdateReady)).To(Equal(corev1.ConditionFalse))
-	// One write: the label and the condition came with the same resourceVersion.
+	g.Expect(conditionStatus(got, corev1.PodReady)).To(Equal(corev1.ConditionFalse))
+	// One write: the label and the conditions came with the same resourceVersion.
 	g.Expect(got.ResourceVersion).To(Equal(pod.ResourceVersion))
 }
 
