@@ -21,11 +21,18 @@ timed() { # name, command...: runs the command and prints how long it took
   "$@"
   echo "built $name in $(($(date +%s) - start))s"
 }
-build() { # name, module dir, package
+build() { # name, module dir, package, go build flags...
   local name=$1 dir=$2 pkg=$3
+  shift 3
   [ -x "$bin/$name" ] && return 0
   echo "building $name ($pkg)"
-  (cd "$root/$dir" && timed "$name" go build -trimpath -o "$bin/$name.tmp" "$pkg") && mv "$bin/$name.tmp" "$bin/$name"
+  (cd "$root/$dir" && timed "$name" go build -trimpath "$@" -o "$bin/$name.tmp" "$pkg") && mv "$bin/$name.tmp" "$bin/$name"
+}
+traefik() { # Traefik says which version it is (its release build sets it the same way).
+  local version
+  version=$(cd "$root/hack/traefik" && go list -m -f '{{.Version}}' github.com/traefik/traefik/v3)
+  build traefik hack/traefik github.com/traefik/traefik/v3/cmd/traefik \
+    -ldflags "-X github.com/traefik/traefik/v3/pkg/version.Version=$version"
 }
 install_tool() { # dir under bin, name, package@version
   local dir=$1 name=$2 pkg=$3 tmp
@@ -40,7 +47,7 @@ install_tool() { # dir under bin, name, package@version
 }
 
 if [ "${1:-}" = traefik ]; then
-  build traefik hack/traefik github.com/traefik/traefik/v3/cmd/traefik
+  traefik
   exit 0
 fi
 
@@ -57,4 +64,4 @@ for plugin in bridge host-local loopback portmap; do
   install_tool "$bin/cni" "$plugin" "github.com/containernetworking/plugins/plugins/$kind/$plugin@$CNI_PLUGINS_VERSION"
 done
 build kubelet hack/kubelet k8s.io/kubernetes/cmd/kubelet
-build traefik hack/traefik github.com/traefik/traefik/v3/cmd/traefik
+traefik

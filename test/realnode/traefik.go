@@ -2,9 +2,11 @@ package realnode
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,6 +109,13 @@ func StartTraefik(ctx context.Context, opts TraefikOptions) (*Traefik, error) {
 		return nil, err
 	}
 	tr := &Traefik{Addr: addr, Port: port, Log: filepath.Join(LogDir(), "traefik.log"), config: config, binDir: binDir}
+	// One log per run; a restart (Start after Stop) appends to it.
+	if err := os.MkdirAll(LogDir(), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(tr.Log, nil, 0o644); err != nil {
+		return nil, err
+	}
 	if err := tr.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -116,10 +125,7 @@ func StartTraefik(ctx context.Context, opts TraefikOptions) (*Traefik, error) {
 // Start starts Traefik (again, after Stop) with the same configuration and
 // port, and waits for its entryPoint.
 func (tr *Traefik) Start(ctx context.Context) error {
-	_, _, _, logDir, pidDir := dirs()
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return err
-	}
+	_, _, _, _, pidDir := dirs()
 	log, err := os.OpenFile(tr.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -185,6 +191,68 @@ func (tr *Traefik) Stop() error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("traefik (pid %d) did not exit", tr.cmd.Process.Pid)
 	}
+}
+
+// RemoteAddrs are the remote addresses of Traefik's TCP connections now,
+// read from /proc: its socket inodes matched in its network namespace's
+// tcp and tcp6 tables. Listening sockets are left out.
+func (tr *Traefik) RemoteAddrs() ([]netip.Addr, error) {
+	if tr.cmd == nil || tr.cmd.Process == nil {
+		return nil, errors.New("traefik is not running")
+	}
+	proc := filepath.Join("/proc", strconv.Itoa(tr.cmd.Process.Pid))
+	fds, err := os.ReadDir(filepath.Join(proc, "fd"))
+	if err != nil {
+		return nil, err
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink(filepath.Join(proc, "fd", fd.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if inode, ok := strings.CutPrefix(link, "socket:["); ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	var addrs []netip.Addr
+	for _, table := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile(filepath.Join(proc, "net", table))
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			// sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+			if len(f) < 10 || !inodes[f[9]] || f[3] == tcpListen {
+				continue
+			}
+			addr, err := parseProcAddr(f[2])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", table, err)
+			}
+			addrs = append(addrs, addr)
+		}
+	}
+	return addrs, nil
+}
+
+// tcpListen is the LISTEN state in /proc/net/tcp.
+const tcpListen = "0A"
+
+// parseProcAddr reads the address of "HEX:PORT" from /proc/net/tcp{,6}:
+// 32-bit words in host (little-endian) order.
+func parseProcAddr(s string) (netip.Addr, error) {
+	h, _, _ := strings.Cut(s, ":")
+	raw, err := hex.DecodeString(h)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.Addr{}, fmt.Errorf("address %q", s)
+	}
+	for i := 0; i < len(raw); i += 4 {
+		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	addr, _ := netip.AddrFromSlice(raw)
+	return addr.Unmap(), nil
 }
 
 // freeLoopbackPort is a TCP port free on 127.0.0.1 now.

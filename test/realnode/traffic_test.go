@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,15 +168,18 @@ func testTrafficThroughTraefik(t *testing.T, b *bed) {
 		// Traefik applies a configuration right after writing the status
 		// that accepts it; allow it that moment, then measure.
 		var shares map[string]int
+		attempts := 0
 		g.Eventually(func(g gomega.Gomega) {
+			attempts++
 			shares = tr.request(g, sharedRequests, false)
 			expectShare(g, shares, "v2", weight)
 		}, 10*time.Second, 100*time.Millisecond).Should(gomega.Succeed())
-		t.Logf("step %d (weight %d): %v of %d requests, measured %s after the step was reached",
-			i, weight, shares, sharedRequests, time.Since(reached).Round(time.Millisecond))
+		t.Logf("step %d (weight %d): %v of %d requests, measured %s after the step was reached (attempt %d)",
+			i, weight, shares, sharedRequests, time.Since(reached).Round(time.Millisecond), attempts)
 		expectAll(g, tr.request(g, headerRequests, true), "v2")
 		// Both versions really answer: one Pod each.
 		g.Expect(shares).To(gomega.HaveKey("v1"))
+		expectLocalConnections(t, tr)
 	}
 	b.promote(t, ns, "web")
 	d.waitRollout("v2 promoted", func(g gomega.Gomega, ro *stepwisev1.Rollout) {
@@ -195,6 +199,32 @@ func testTrafficThroughTraefik(t *testing.T, b *bed) {
 		expectAll(g, tr.request(g, sharedRequests, false), "v2")
 	}, 30*time.Second, 250*time.Millisecond).Should(gomega.Succeed())
 	expectAll(g, tr.request(g, headerRequests, true), "v2")
+	expectLocalConnections(t, tr)
+}
+
+// expectLocalConnections: Traefik's connections go to loopback (the API
+// server) and to Pods on the bed's bridge, nowhere else, and it holds at
+// least one to a Pod (it reaches them directly, from the EndpointSlices).
+func expectLocalConnections(t *testing.T, tr *Traefik) {
+	t.Helper()
+	addrs, err := tr.RemoteAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := netip.MustParsePrefix(PodSubnet)
+	toPods := 0
+	for _, a := range addrs {
+		switch {
+		case a.IsLoopback():
+		case pods.Contains(a) && a != netip.MustParseAddr(Gateway):
+			toPods++
+		default:
+			t.Errorf("traefik holds a connection to %s, outside loopback and the Pods' subnet %s", a, PodSubnet)
+		}
+	}
+	if toPods == 0 {
+		t.Errorf("traefik holds no connection to a Pod: %v", addrs)
+	}
 }
 
 // installGatewayAPI applies the Gateway API standard CRDs of the
