@@ -9,7 +9,8 @@ GOLANGCI_LINT_VERSION   ?= v2.15.0
 CONTAINERD_VERSION      ?= v2.4.2
 CRI_TOOLS_VERSION       ?= v1.37.0
 CNI_PLUGINS_VERSION     ?= v1.10.0
-# Kubernetes v1.37.2 and etcd v3.6.16 are pinned in hack/kube/go.mod and hack/etcd/go.mod.
+# Kubernetes v1.37.2 and etcd v3.6.16 are pinned in hack/kube/go.mod and hack/etcd/go.mod;
+# Traefik v3.6.12 (the real node's Gateway API data plane) in hack/traefik/go.mod.
 
 SHELL          := /bin/bash
 .SHELLFLAGS    := -o pipefail -ec
@@ -70,9 +71,15 @@ verify-generated: generate manifests ## Fail when generated files are out of dat
 test-assets: ## Build the pinned control plane, etcd, kwok and controller-gen into bin/ (skips what exists).
 	KWOK_VERSION=$(KWOK_VERSION) CONTROLLER_GEN_VERSION=$(CONTROLLER_GEN_VERSION) hack/test-assets.sh
 
+NODE_ASSETS_ENV := CONTAINERD_VERSION=$(CONTAINERD_VERSION) CRI_TOOLS_VERSION=$(CRI_TOOLS_VERSION) CNI_PLUGINS_VERSION=$(CNI_PLUGINS_VERSION)
+
 .PHONY: node-assets
-node-assets: ## Build the real node's pinned kubelet, containerd, ctr, crictl and CNI plugins into bin/ (skips what exists).
-	CONTAINERD_VERSION=$(CONTAINERD_VERSION) CRI_TOOLS_VERSION=$(CRI_TOOLS_VERSION) CNI_PLUGINS_VERSION=$(CNI_PLUGINS_VERSION) hack/node-assets.sh
+node-assets: ## Build the real node's pinned kubelet, containerd, ctr, crictl, CNI plugins and Traefik into bin/ (skips what exists).
+	$(NODE_ASSETS_ENV) hack/node-assets.sh
+
+.PHONY: traefik
+traefik: ## Build Traefik v3.6.12 (pinned in hack/traefik/go.mod) into bin/ alone (skips it when present; part of node-assets).
+	$(NODE_ASSETS_ENV) hack/node-assets.sh traefik
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

@@ -2,8 +2,10 @@
 # Builds the pinned binaries of the real-node test bed (test/realnode) into
 # bin/, skipping any that already exist: the kubelet (k8s.io/kubernetes
 # v1.37.2 through hack/kubelet/go.mod), containerd v2 with its runc shim and
-# ctr, crictl, and the CNI plugins the node's bridge network needs (bin/cni/).
-# runc itself comes from Debian (.ci/run installs it).
+# ctr, crictl, the CNI plugins the node's bridge network needs (bin/cni/),
+# and Traefik v3.6.12, the Gateway API data plane of the traffic test
+# (hack/traefik/go.mod). runc itself comes from Debian (.ci/run installs it).
+# `hack/node-assets.sh traefik` builds Traefik alone (make traefik).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
@@ -19,11 +21,18 @@ timed() { # name, command...: runs the command and prints how long it took
   "$@"
   echo "built $name in $(($(date +%s) - start))s"
 }
-build() { # name, module dir, package
+build() { # name, module dir, package, go build flags...
   local name=$1 dir=$2 pkg=$3
+  shift 3
   [ -x "$bin/$name" ] && return 0
   echo "building $name ($pkg)"
-  (cd "$root/$dir" && timed "$name" go build -trimpath -o "$bin/$name.tmp" "$pkg") && mv "$bin/$name.tmp" "$bin/$name"
+  (cd "$root/$dir" && timed "$name" go build -trimpath "$@" -o "$bin/$name.tmp" "$pkg") && mv "$bin/$name.tmp" "$bin/$name"
+}
+traefik() { # Traefik says which version it is (its release build sets it the same way).
+  local version
+  version=$(cd "$root/hack/traefik" && go list -m -f '{{.Version}}' github.com/traefik/traefik/v3)
+  build traefik hack/traefik github.com/traefik/traefik/v3/cmd/traefik \
+    -ldflags "-X github.com/traefik/traefik/v3/pkg/version.Version=$version"
 }
 install_tool() { # dir under bin, name, package@version
   local dir=$1 name=$2 pkg=$3 tmp
@@ -36,6 +45,11 @@ install_tool() { # dir under bin, name, package@version
   mv "$tmp/$name" "$dir/$name"
   rm -rf "$tmp"
 }
+
+if [ "${1:-}" = traefik ]; then
+  traefik
+  exit 0
+fi
 
 install_tool "$bin" containerd "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION"
 install_tool "$bin" containerd-shim-runc-v2 "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION"
@@ -50,3 +64,4 @@ for plugin in bridge host-local loopback portmap; do
   install_tool "$bin/cni" "$plugin" "github.com/containernetworking/plugins/plugins/$kind/$plugin@$CNI_PLUGINS_VERSION"
 done
 build kubelet hack/kubelet k8s.io/kubernetes/cmd/kubelet
+traefik

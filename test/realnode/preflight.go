@@ -21,7 +21,7 @@ func Preflight(binDir string) error {
 	}
 	var bins []string
 	for _, b := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "crictl",
-		"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap"} {
+		"cni/bridge", "cni/host-local", "cni/loopback", "cni/portmap", "traefik"} {
 		if fi, err := os.Stat(filepath.Join(binDir, b)); err != nil || fi.Mode()&0o111 == 0 {
 			bins = append(bins, b)
 		}

@@ -76,3 +76,23 @@ func TestInService(t *testing.T) {
 		t.Errorf("inService = %+v, want %+v", got, want)
 	}
 }
+
+func TestParseProcAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"0100007F:1F90":                         "127.0.0.1",
+		"0100F40A:0050":                         "10.244.0.1",
+		"00000000:0000":                         "0.0.0.0",
+		"0000000000000000FFFF00000100007F:9C4B": "127.0.0.1",
+		"00000000000000000000000001000000:0050": "::1",
+	} {
+		got, err := parseProcAddr(in)
+		if err != nil || got.String() != want {
+			t.Errorf("parseProcAddr(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "zz:0050", "0100007F00:0050"} {
+		if _, err := parseProcAddr(bad); err == nil {
+			t.Errorf("parseProcAddr(%q): no error", bad)
+		}
+	}
+}

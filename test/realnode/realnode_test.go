@@ -32,6 +32,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("EnvChangeRecreates", func(t *testing.T) { testEnvChangeRecreates(t, b) })
 	t.Run("InPlaceOnlyRefusesEnvChange", func(t *testing.T) { testInPlaceOnlyRefuses(t, b) })
 	t.Run("RolloutWithPrometheus", func(t *testing.T) { testRolloutWithPrometheus(t, b) })
+	t.Run("TrafficThroughTraefik", func(t *testing.T) { testTrafficThroughTraefik(t, b) })
 	t.Run("ManagerFailover", func(t *testing.T) { testFailover(t, b) })
 	t.Run("SimulatorFaithful", func(t *testing.T) { testSimulatorFaithful(t, b) })
 }
