@@ -317,7 +317,7 @@ func TestManagerClusterRoleIsLeastPrivilege(t *testing.T) {
 		"/pods/status":                         {"patch"},
 		"/secrets":                             {"get"},
 		"/configmaps":                          {"get"},
-		"/services":                            {"create", "get", "patch"},
+		"/services":                            {"create", "get", "list", "patch", "watch"},
 		"gateway.networking.k8s.io/gateways":   {"get"},
 		"gateway.networking.k8s.io/httproutes": {"create", "delete", "get", "patch"},
 		"apps/controllerrevisions":             {"create", "delete", "get", "list", "update", "watch"},

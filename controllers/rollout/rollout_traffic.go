@@ -9,10 +9,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
@@ -21,19 +23,50 @@ import (
 )
 
 // RBAC for traffic routing: the stable and canary Services are read fresh
-// (get), their selectors applied (patch) and the canary Service created by
-// an apply (create); HTTPRoutes are read fresh (get), their rules applied
-// (patch), Stepwise's canary routes created by an apply (create) and
-// deleted when no match is left; Gateways are read (get) to know whether a route's parent
-// exists and must accept it. Nothing is listed or watched: route status is
-// polled by requeue while a step waits for it. The Rollout itself is
-// patched for its finalizer; the canary Service and route it owns carry
-// no blockOwnerDeletion, which would need rollouts/finalizers.
+// (get), watched by their metadata (list, watch: a GitOps tool
+// re-applying one during a release is noticed at once), their selectors
+// applied (patch, which also drops Stepwise's managed fields at rest) and
+// the canary Service created by an apply (create); HTTPRoutes are read
+// fresh (get), their rules applied (patch), Stepwise's canary routes
+// created by an apply (create) and deleted when no match is left;
+// Gateways are read (get) to know whether a route's parent exists and must
+// accept it. Routes are not watched: their status is polled by requeue
+// while a step waits for it. The Rollout itself is patched for its
+// finalizer; the canary Service and route it owns carry no
+// blockOwnerDeletion, which would need rollouts/finalizers.
 //
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get
 // +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=patch
+
+// serviceIndex indexes Rollouts by the Services their traffic routing
+// names (stable and canary), in the Rollout's namespace.
+const serviceIndex = "spec.trafficRouting.services"
+
+func indexServices(obj client.Object) []string {
+	ro, ok := obj.(*v1alpha1.Rollout)
+	if !ok || ro.Spec.TrafficRouting == nil {
+		return nil
+	}
+	tr := ro.Spec.TrafficRouting
+	return []string{tr.StableService, tr.CanaryService.Name}
+}
+
+// rolloutsOfService maps a Service to the Rollouts whose traffic routing
+// names it, through serviceIndex on the cached Rollouts.
+func (r *Reconciler) rolloutsOfService(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.RolloutList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{serviceIndex: obj.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the Rollouts of a Service", "service", obj.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	}
+	return reqs
+}
 
 // trafficWait is how soon a round looks again at routes that a Gateway has
 // not accepted yet, or after it moved a step's traffic (the step's gate
@@ -78,9 +111,7 @@ func (r *Reconciler) finalizeTraffic(ctx context.Context, ro *v1alpha1.Rollout) 
 		return nil
 	}
 	if tr := ro.Spec.TrafficRouting; tr != nil {
-		key, value := revisionLabel(ro.Spec.WorkloadRef)
-		target := traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}
-		res, err := r.trafficApplier().Apply(ctx, target, traffic.Plan{CanarySelects: ro.Status.StableRevision})
+		res, err := r.trafficApplier().Apply(ctx, trafficTarget(ro), traffic.Plan{})
 		if err != nil {
 			return fmt.Errorf("restoring traffic of a deleted Rollout: %w", err)
 		}
@@ -132,12 +163,12 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	if err != nil {
 		return 0, err
 	}
-	var stableReady, canaryReady, onStable int32
+	var stableReady, canaryReady, onCanary int32
 	for i := range pods {
 		p := &pods[i]
 		rev := p.Labels[appsv1.ControllerRevisionHashLabelKey]
-		if rev == st.StableRevision {
-			onStable++
+		if st.CanaryRevision != "" && rev == st.CanaryRevision {
+			onCanary++
 		}
 		if p.DeletionTimestamp != nil || podReady(p) != corev1.ConditionTrue {
 			continue
@@ -151,7 +182,7 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	}
 	tin := traffic.Input{
 		StableReady: stableReady, CanaryReady: canaryReady, Previous: lastWeight(ro),
-		StableRevision: st.StableRevision, CanaryRevision: st.CanaryRevision,
+		StableRevision: st.StableRevision, CanaryRevision: st.CanaryRevision, CanaryPods: onCanary,
 	}
 	var stepIdx *int32
 	switch {
@@ -167,10 +198,8 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	default:
 		tin.Mode = traffic.Idle
 	}
-	tin.Moving = onStable != int32(len(pods))
 	plan := traffic.Decide(tin)
-	key, value := revisionLabel(ro.Spec.WorkloadRef)
-	res, err := r.trafficApplier().Apply(ctx, traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}, plan)
+	res, err := r.trafficApplier().Apply(ctx, trafficTarget(ro), plan)
 	if err != nil {
 		return 0, err
 	}
@@ -195,7 +224,7 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 				Message: fmt.Sprintf("%s: %d%% to Service %s, %d match rules (%s)", routeNames(ro), next.CanaryWeight, tr.CanaryService.Name, next.Matches, plan.Why)})
 		}
 	}
-	if e := setTrafficConflict(ro, rd, res.Conflicts); e != nil {
+	if e := setTrafficConflict(ro, rd, res.Conflicts, plan.AtRest()); e != nil {
 		rd.events = append(rd.events, *e)
 	}
 	// An abort's weight follows Pods that roll back; watched, but a round
@@ -209,15 +238,28 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 
 // setTrafficConflict sets TrafficConflict from this round's conflicts:
 // True naming the other managers, with a Warning Event when the message is
-// new; removed once Stepwise is back at rest with none.
-func setTrafficConflict(ro *v1alpha1.Rollout, rd *round, conflicts []string) *step.Event {
+// new; removed once Stepwise is back at rest (atRest: the Services and
+// routes are git's) with none, or the Rollout is Healthy.
+func setTrafficConflict(ro *v1alpha1.Rollout, rd *round, conflicts []string, atRest bool) *step.Event {
 	if len(conflicts) == 0 {
-		if t := ro.Status.Traffic; t == nil || (t.CanaryWeight == 0 && t.Matches == 0) || ro.Status.Phase == v1alpha1.RolloutHealthy {
+		if atRest || ro.Status.Phase == v1alpha1.RolloutHealthy {
 			apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.TrafficConflictCondition)
 		}
 		return nil
 	}
-	message := fmt.Sprintf("%s: another field manager changed what the Rollout sets (field manager %q) while traffic is shifted; remove the weights of the canary rule from the manifest in git, or with Argo CD ignore its backendRefs (docs/traffic.md)",
+	message := fmt.Sprintf("%s: another field manager changed what the Rollout sets (field manager %q) during a release, and the Rollout set it again; "+
+		"at rest the Services and routes are git's, so let git re-apply them between releases, or accept that each apply during a release is followed by the Rollout's (docs/gitops.md#trafficconflict)",
 		strings.Join(conflicts, "; "), traffic.FieldManager)
 	return raiseConflict(ro, rd, v1alpha1.TrafficConflictCondition, v1alpha1.EventTrafficConflict, message)
+}
+
+// trafficTarget is what the traffic Applier needs of ro: the revision
+// label of its workload and what its status says was last applied.
+func trafficTarget(ro *v1alpha1.Rollout) traffic.Target {
+	key, value := revisionLabel(ro.Spec.WorkloadRef)
+	t := traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}
+	if tr := ro.Status.Traffic; tr != nil {
+		t.LastStable, t.LastCanary = tr.StableRevision, tr.CanaryRevision
+	}
+	return t
 }
