@@ -201,6 +201,9 @@ type round struct {
 type problem struct {
 	reason, message string
 	terminal        bool
+	// requeue is when to look again at a problem that no watched change
+	// clears (not terminal); 0 for none.
+	requeue time.Duration
 }
 
 // stallError is returned by phases for a problem to report rather than retry.
@@ -254,7 +257,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if news(original, se.reason, se.message) {
 			rd.events = append(rd.events, step.Event{Type: corev1.EventTypeWarning, Reason: se.reason, Message: se.message})
 		}
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: se.requeue}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeue}, err
 }

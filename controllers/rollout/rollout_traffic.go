@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -30,7 +31,8 @@ import (
 // fresh (get), their rules applied (patch), Stepwise's canary routes
 // created by an apply (create) and deleted when no match is left;
 // Gateways are read (get) to know whether a route's parent exists and must
-// accept it. Routes are not watched: their status is polled by requeue
+// accept it; the ReferenceGrants of the Rollout's namespace are listed
+// fresh (list) when a route is in another namespace. Routes are not watched: their status is polled by requeue
 // while a step waits for it. The Rollout itself is patched for its
 // finalizer; the canary Service and route it owns carry no
 // blockOwnerDeletion, which would need rollouts/finalizers.
@@ -38,6 +40,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=referencegrants,verbs=list
 // +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=patch
 
 // serviceIndex indexes Rollouts by the Services their traffic routing
@@ -72,6 +75,10 @@ func (r *Reconciler) rolloutsOfService(ctx context.Context, obj client.Object) [
 // not accepted yet, or after it moved a step's traffic (the step's gate
 // then passes in the next round).
 const trafficWait = 2 * time.Second
+
+// grantWait is how soon a Rollout whose cross-namespace route lacks a
+// ReferenceGrant looks for it again (grants are not watched).
+const grantWait = 5 * time.Second
 
 // revisionLabel is the Pod label the Services select a revision by, and
 // its value for a revision: the short hash on Stepwise's CloneSet, the
@@ -199,7 +206,17 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 		tin.Mode = traffic.Idle
 	}
 	plan := traffic.Decide(tin)
-	res, err := r.trafficApplier().Apply(ctx, trafficTarget(ro), plan)
+	target := trafficTarget(ro)
+	if err := r.trafficApplier().CheckGrants(ctx, target); err != nil {
+		var missing *traffic.MissingGrantError
+		if errors.As(err, &missing) {
+			// Reported, not retried as an error: the grant's creation is
+			// not watched, so look again in a while.
+			return 0, &stallError{problem{reason: v1alpha1.ReasonReferenceGrantMissing, message: missing.Error(), requeue: grantWait}}
+		}
+		return 0, err
+	}
+	res, err := r.trafficApplier().Apply(ctx, target, plan)
 	if err != nil {
 		return 0, err
 	}
