@@ -225,7 +225,12 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 		CanaryWeight: res.Weight, Matches: res.Matches, Accepted: res.Accepted,
 		StableRevision: plan.StableSelects, CanaryRevision: plan.CanarySelects,
 	}
-	if stepIdx != nil && res.Accepted && res.Weight == plan.CanaryWeight {
+	// The workload reports ready canary Pods that the Pod cache does not
+	// show yet (it lags behind the workload's status): the weight decided
+	// on it is the one for a canary without ready Pods, not the step's.
+	// The step is not reached on it; the next round looks again.
+	behind := tin.StepReady && canaryReady == 0 && in.Workload.UpdatedReadyReplicas > 0
+	if stepIdx != nil && !behind && res.Accepted && res.Weight == plan.CanaryWeight {
 		next.Step = stepIdx
 	}
 	st.Traffic = next
@@ -244,10 +249,12 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	if e := setTrafficConflict(ro, rd, res.Conflicts, plan.AtRest()); e != nil {
 		rd.events = append(rd.events, *e)
 	}
-	// An abort's weight follows Pods that roll back; watched, but a round
-	// that saw the workload before its Pods looks again.
-	aborting := tin.Mode == traffic.Aborted && plan.Shifted()
-	if aborting || !res.Accepted || (next.Step != nil && (previous == nil || !ptr.Equal(previous.Step, next.Step))) {
+	// An abort's weight, and the Services' return to git's selectors,
+	// follow Pods that roll back; the workload is watched, but a round
+	// that saw it before its Pods (a Stepwise CloneSet's Pods are not
+	// watched) looks again until the Services and routes are at rest.
+	aborting := tin.Mode == traffic.Aborted && !plan.AtRest()
+	if aborting || behind || !res.Accepted || (next.Step != nil && (previous == nil || !ptr.Equal(previous.Step, next.Step))) {
 		return trafficWait, nil
 	}
 	return 0, nil
