@@ -252,7 +252,7 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 func selectorOwners(svc *corev1.Service) []string {
 	var owners []string
 	for _, e := range svc.ManagedFields {
-		if e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), `"f:selector"`) {
+		if e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:selector"`) {
 			owners = append(owners, e.Manager)
 		}
 	}
