@@ -34,16 +34,17 @@ spec:
 //     in progress, not healthy, and says it waits for the routes;
 //   - a route never accepted aborts at the progress deadline: Degraded and
 //     Failed, with the reason;
-//   - a TrafficConflict (git re-applying the weights) neither hides the
-//     step's own state nor turns it into a failure: the controller applies
-//     its weight again and the rollout goes on;
-//   - after promotion, with the route back to git's form (weight 0, no
-//     matches, both Services on the new revision), Healthy and Current.
+//   - a TrafficConflict (git re-applying the weights, or the stable
+//     Service) neither hides the step's own state nor turns it into a
+//     failure: the controller applies its own again and the rollout goes
+//     on;
+//   - after promotion, with the route and Services back to git's form
+//     (weight 0, no matches, no revision key), Healthy and Current.
 func TestRolloutHealthWithTraffic(t *testing.T) {
 	const waiting = "step 1/3 (partition 90%): Pods ready, waiting for the routes to carry the step's traffic"
 	const aborted = "revision web-8c4b aborted at step 1/3: no progress for 10m0s: " + waiting
-	const conflictArgo = `HTTPRoute shop/web: spec.rules (weight 0, Stepwise set 20) by argocd-controller: another field manager changed what the Rollout sets (field manager \"stepwise-traffic\") while traffic is shifted; remove the weights of the canary rule from the manifest in git, or with Argo CD ignore its backendRefs (docs/traffic.md)`
-	const conflictFlux = `HTTPRoute shop/web: spec.rules (weight 0, Stepwise set 20) by kustomize-controller: another field manager changed what the Rollout sets (field manager \"stepwise-traffic\") while traffic is shifted; remove the weights of the canary rule from the manifest in git, or with Argo CD ignore its backendRefs (docs/traffic.md)`
+	const conflictArgo = `HTTPRoute shop/web: spec.rules (weight 0, Stepwise set 20) by argocd-controller: another field manager changed what the Rollout sets (field manager \"stepwise-traffic\") during a release, and the Rollout set it again; at rest the Services and routes are git's, so let git re-apply them between releases, or accept that each apply during a release is followed by the Rollout's (docs/gitops.md#trafficconflict)`
+	const conflictFlux = `Service shop/web: spec.selector (without stepwise.dev/revision-hash, Stepwise set stepwise.dev/revision-hash=7d9f) by kustomize-controller: another field manager changed what the Rollout sets (field manager \"stepwise-traffic\") during a release, and the Rollout set it again; at rest the Services and routes are git's, so let git re-apply them between releases, or accept that each apply during a release is followed by the Rollout's (docs/gitops.md#trafficconflict)`
 	const promote = "step 2/3 (partition 50%): waiting for a promote request"
 	const step3 = "step 3/3 (partition 0): 2/4 updated Pods ready"
 	const stable = "revision web-8c4b is stable; partition armed at 100%"
@@ -121,7 +122,7 @@ status:
 		message: "2/4 updated Pods ready",
 		kstatus: kstatus.InProgressStatus, kstatusMessage: "2/4 updated Pods ready",
 	}, {
-		name: "promoted: route back to git's form",
+		name: "promoted: route and Services back to git's form",
 		obj: trafficRolloutMeta + `
 status:
   observedGeneration: 3
@@ -129,7 +130,7 @@ status:
   reason: Stable
   message: "` + stable + `"
   stableRevision: web-8c4b
-  traffic: {accepted: true, stableRevision: web-8c4b, canaryRevision: web-8c4b}
+  traffic: {accepted: true}
   conditions:
   - {type: Ready, status: "True", reason: Stable, message: "` + stable + `"}`,
 		status:  argocdhealth.Healthy,

@@ -135,6 +135,11 @@ const (
 	// ReasonDuplicateRollout: an older Rollout drives the same workload;
 	// this one leaves it alone until that one is deleted.
 	ReasonDuplicateRollout = "DuplicateRollout"
+	// ReasonReferenceGrantMissing: an HTTPRoute of spec.trafficRouting is
+	// in another namespace than the Services, and no ReferenceGrant in the
+	// Services' namespace lets it send to them; no Pod moves until one
+	// does (looked for again every few seconds).
+	ReasonReferenceGrantMissing = "ReferenceGrantMissing"
 )
 
 // Event reasons on a Rollout.
@@ -178,6 +183,9 @@ const (
 	// EventDuplicateRollout: a Warning that an older Rollout drives the
 	// same workload, naming it.
 	EventDuplicateRollout = "DuplicateRollout"
+	// EventReferenceGrantMissing: a Warning naming the route, the Services
+	// and the namespace of the ReferenceGrant that is missing.
+	EventReferenceGrantMissing = ReasonReferenceGrantMissing
 	// EventAnalysisPassed: every metric of a step's analysis passed.
 	EventAnalysisPassed = "AnalysisPassed"
 	// EventAnalysisFailed: a metric failed; the rollout aborts.

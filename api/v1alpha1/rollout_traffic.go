@@ -13,16 +13,20 @@ import "strings"
 // +kubebuilder:validation:XValidation:rule="self.stableService != self.canaryService.name",message="spec.trafficRouting.canaryService.name must differ from spec.trafficRouting.stableService"
 type TrafficRouting struct {
 	// StableService is the Service that selects the workload's Pods and that
-	// the routes send traffic to. Stepwise adds RevisionHashLabel at the
-	// stable revision to its selector (and moves it on promotion), so that
-	// it selects the stable Pods only.
+	// the routes send traffic to. During a release Stepwise adds the
+	// revision label (RevisionHashLabel on a stepwise.dev CloneSet) at the
+	// stable revision to its selector, before any Pod moves, so that it
+	// selects the stable Pods only; once the release is promoted or rolled
+	// back it takes the key out again: at rest the Service is as git wrote
+	// it.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="spec.trafficRouting.stableService must be a Service name (DNS-1035 label)"
 	StableService string `json:"stableService"`
 
-	// CanaryService selects the canary Pods: the stable Service's selector
-	// plus RevisionHashLabel at the canary revision, kept by Stepwise.
+	// CanaryService selects the canary Pods during a release: a selector
+	// plus the revision label at the canary revision, kept by Stepwise (at
+	// rest without the revision label).
 	CanaryService CanaryService `json:"canaryService"`
 
 	// HTTPRoutes carry the weights and matches. Each must send its traffic
@@ -41,9 +45,11 @@ type CanaryService struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="spec.trafficRouting.canaryService.name must be a Service name (DNS-1035 label)"
 	Name string `json:"name"`
 
-	// Create: Stepwise creates the Service from the stable one (ports and
-	// selector) and owns it (it goes with the Rollout). Unset: the Service
-	// exists, and Stepwise manages only its selector.
+	// Create: Stepwise creates the Service from the stable one (ports,
+	// selector, and labels but those by which GitOps tools and Helm track
+	// their objects) and owns it (it goes with the Rollout). Unset: the
+	// Service exists, and Stepwise manages only its selector, as for the
+	// stable Service.
 	// +optional
 	Create bool `json:"create,omitempty"`
 }
@@ -127,10 +133,13 @@ type TrafficStatus struct {
 	// Matches is how many match rules send requests to the canary.
 	// +optional
 	Matches int32 `json:"matches,omitempty"`
-	// StableRevision is the revision the stable Service selects.
+	// StableRevision is the revision the stable Service selects during a
+	// release; unset at rest, when the Service has its own selector (git's,
+	// without the revision key).
 	// +optional
 	StableRevision string `json:"stableRevision,omitempty"`
-	// CanaryRevision is the revision the canary Service selects.
+	// CanaryRevision is the revision the canary Service selects during a
+	// release; unset at rest.
 	// +optional
 	CanaryRevision string `json:"canaryRevision,omitempty"`
 	// Step is the step whose weight and matches the routes carry for

@@ -46,10 +46,11 @@ func (r *Reconciler) checkClaim(ctx context.Context, rd *round) error {
 	return stall(v1alpha1.ReasonDuplicateRollout, "%s", message)
 }
 
-// news reports whether the Stalled condition does not already say message
-// for reason: an Event is recorded once per refusal, not per reconcile.
+// news reports whether the Ready condition does not already say message
+// for reason (setConditions writes a problem there, terminal or not): an
+// Event is recorded once per refusal, not per reconcile.
 func news(ro *v1alpha1.Rollout, reason, message string) bool {
-	c := apimeta.FindStatusCondition(ro.Status.Conditions, meta.StalledCondition)
+	c := apimeta.FindStatusCondition(ro.Status.Conditions, meta.ReadyCondition)
 	return c == nil || c.Reason != reason || c.Message != message
 }
 

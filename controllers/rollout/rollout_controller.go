@@ -116,7 +116,8 @@ type Reconciler struct {
 // SetupWithManager wires the reconciler. Rollouts are watched for spec and
 // annotation changes (requests) and, for the other Rollouts of the same
 // workload, for their deletion; the workloads they drive for any change,
-// mapped back through a field index; time-driven work (pauses,
+// mapped back through a field index; the Services their traffic routing
+// names, by metadata, through another; time-driven work (pauses,
 // measurements, deadlines) is requeued, nothing is polled. OpenKruise's
 // CloneSet is watched only when its CRD is installed at start.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
@@ -135,6 +136,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, workloadIndex, indexWorkload); err != nil {
 		return fmt.Errorf("indexing Rollouts by workload: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, serviceIndex, indexServices); err != nil {
+		return fmt.Errorf("indexing Rollouts by Service: %w", err)
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("rollout").
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
@@ -142,6 +146,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.StatefulSetGVK))).
 		// A rollback deletes canary Pods one by one and waits for each.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod), builder.WithPredicates(podMoved)).
+		// A Service re-applied by git during a release gets its revision
+		// key back at once; only metadata is cached, the selector is read
+		// fresh.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfService), builder.OnlyMetadata).
 		// The next Rollout of a workload takes over when the one driving it goes.
 		Watches(&v1alpha1.Rollout{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(goingAway)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
@@ -193,6 +201,9 @@ type round struct {
 type problem struct {
 	reason, message string
 	terminal        bool
+	// requeue is when to look again at a problem that no watched change
+	// clears (not terminal); 0 for none.
+	requeue time.Duration
 }
 
 // stallError is returned by phases for a problem to report rather than retry.
@@ -246,7 +257,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if news(original, se.reason, se.message) {
 			rd.events = append(rd.events, step.Event{Type: corev1.EventTypeWarning, Reason: se.reason, Message: se.message})
 		}
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: se.requeue}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeue}, err
 }
@@ -291,6 +302,7 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	fromStepStatus(&ro.Status, d.Status)
 	r.noteRolloutEnd(ctx, rd, wl, obs, canary)
 
+	granted := ro.Status.PartitionGrant
 	if obs.Governed {
 		// The grant is written with the status: the decision is the act.
 		ro.Status.PartitionGrant = grantOf(&ro.Status, d.Partition)
@@ -310,6 +322,13 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	}
 	trafficRequeue, err := r.routeTraffic(ctx, rd, wl, obs, in)
 	if err != nil {
+		// No Pod moves while the Services may not select by revision yet
+		// (the stable one would take the canary Pods): the status written
+		// on this error keeps the grant it had. A partition to write is
+		// only written after a successful round.
+		if obs.Governed {
+			ro.Status.PartitionGrant = granted
+		}
 		return 0, err
 	}
 	analysisRequeue, err := r.runAnalysis(ctx, rd, wl, obs)

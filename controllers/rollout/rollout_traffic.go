@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,10 +10,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
@@ -21,24 +24,61 @@ import (
 )
 
 // RBAC for traffic routing: the stable and canary Services are read fresh
-// (get), their selectors applied (patch) and the canary Service created by
-// an apply (create); HTTPRoutes are read fresh (get), their rules applied
-// (patch), Stepwise's canary routes created by an apply (create) and
-// deleted when no match is left; Gateways are read (get) to know whether a route's parent
-// exists and must accept it. Nothing is listed or watched: route status is
-// polled by requeue while a step waits for it. The Rollout itself is
-// patched for its finalizer; the canary Service and route it owns carry
-// no blockOwnerDeletion, which would need rollouts/finalizers.
+// (get), watched by their metadata (list, watch: a GitOps tool
+// re-applying one during a release is noticed at once), their selectors
+// applied (patch, which also drops Stepwise's managed fields at rest) and
+// the canary Service created by an apply (create); HTTPRoutes are read
+// fresh (get), their rules applied (patch), Stepwise's canary routes
+// created by an apply (create) and deleted when no match is left;
+// Gateways are read (get) to know whether a route's parent exists and must
+// accept it; the ReferenceGrants of the Rollout's namespace are listed
+// fresh (list) when a route is in another namespace. Routes are not watched: their status is polled by requeue
+// while a step waits for it. The Rollout itself is patched for its
+// finalizer; the canary Service and route it owns carry no
+// blockOwnerDeletion, which would need rollouts/finalizers.
 //
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=referencegrants,verbs=list
 // +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=patch
+
+// serviceIndex indexes Rollouts by the Services their traffic routing
+// names (stable and canary), in the Rollout's namespace.
+const serviceIndex = "spec.trafficRouting.services"
+
+func indexServices(obj client.Object) []string {
+	ro, ok := obj.(*v1alpha1.Rollout)
+	if !ok || ro.Spec.TrafficRouting == nil {
+		return nil
+	}
+	tr := ro.Spec.TrafficRouting
+	return []string{tr.StableService, tr.CanaryService.Name}
+}
+
+// rolloutsOfService maps a Service to the Rollouts whose traffic routing
+// names it, through serviceIndex on the cached Rollouts.
+func (r *Reconciler) rolloutsOfService(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.RolloutList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{serviceIndex: obj.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the Rollouts of a Service", "service", obj.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	}
+	return reqs
+}
 
 // trafficWait is how soon a round looks again at routes that a Gateway has
 // not accepted yet, or after it moved a step's traffic (the step's gate
 // then passes in the next round).
 const trafficWait = 2 * time.Second
+
+// grantWait is how soon a Rollout whose cross-namespace route lacks a
+// ReferenceGrant looks for it again (grants are not watched).
+const grantWait = 5 * time.Second
 
 // revisionLabel is the Pod label the Services select a revision by, and
 // its value for a revision: the short hash on Stepwise's CloneSet, the
@@ -78,9 +118,7 @@ func (r *Reconciler) finalizeTraffic(ctx context.Context, ro *v1alpha1.Rollout) 
 		return nil
 	}
 	if tr := ro.Spec.TrafficRouting; tr != nil {
-		key, value := revisionLabel(ro.Spec.WorkloadRef)
-		target := traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}
-		res, err := r.trafficApplier().Apply(ctx, target, traffic.Plan{CanarySelects: ro.Status.StableRevision})
+		res, err := r.trafficApplier().Apply(ctx, trafficTarget(ro), traffic.Plan{})
 		if err != nil {
 			return fmt.Errorf("restoring traffic of a deleted Rollout: %w", err)
 		}
@@ -132,12 +170,12 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	if err != nil {
 		return 0, err
 	}
-	var stableReady, canaryReady, onStable int32
+	var stableReady, canaryReady, onCanary int32
 	for i := range pods {
 		p := &pods[i]
 		rev := p.Labels[appsv1.ControllerRevisionHashLabelKey]
-		if rev == st.StableRevision {
-			onStable++
+		if st.CanaryRevision != "" && rev == st.CanaryRevision {
+			onCanary++
 		}
 		if p.DeletionTimestamp != nil || podReady(p) != corev1.ConditionTrue {
 			continue
@@ -151,7 +189,7 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	}
 	tin := traffic.Input{
 		StableReady: stableReady, CanaryReady: canaryReady, Previous: lastWeight(ro),
-		StableRevision: st.StableRevision, CanaryRevision: st.CanaryRevision,
+		StableRevision: st.StableRevision, CanaryRevision: st.CanaryRevision, CanaryPods: onCanary,
 	}
 	var stepIdx *int32
 	switch {
@@ -167,10 +205,18 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	default:
 		tin.Mode = traffic.Idle
 	}
-	tin.Moving = onStable != int32(len(pods))
 	plan := traffic.Decide(tin)
-	key, value := revisionLabel(ro.Spec.WorkloadRef)
-	res, err := r.trafficApplier().Apply(ctx, traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}, plan)
+	target := trafficTarget(ro)
+	if err := r.trafficApplier().CheckGrants(ctx, target); err != nil {
+		var missing *traffic.MissingGrantError
+		if errors.As(err, &missing) {
+			// Reported, not retried as an error: the grant's creation is
+			// not watched, so look again in a while.
+			return 0, &stallError{problem{reason: v1alpha1.ReasonReferenceGrantMissing, message: missing.Error(), requeue: grantWait}}
+		}
+		return 0, err
+	}
+	res, err := r.trafficApplier().Apply(ctx, target, plan)
 	if err != nil {
 		return 0, err
 	}
@@ -179,7 +225,12 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 		CanaryWeight: res.Weight, Matches: res.Matches, Accepted: res.Accepted,
 		StableRevision: plan.StableSelects, CanaryRevision: plan.CanarySelects,
 	}
-	if stepIdx != nil && res.Accepted && res.Weight == plan.CanaryWeight {
+	// The workload reports ready canary Pods that the Pod cache does not
+	// show yet (it lags behind the workload's status): the weight decided
+	// on it is the one for a canary without ready Pods, not the step's.
+	// The step is not reached on it; the next round looks again.
+	behind := tin.StepReady && canaryReady == 0 && in.Workload.UpdatedReadyReplicas > 0
+	if stepIdx != nil && !behind && res.Accepted && res.Weight == plan.CanaryWeight {
 		next.Step = stepIdx
 	}
 	st.Traffic = next
@@ -195,13 +246,15 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 				Message: fmt.Sprintf("%s: %d%% to Service %s, %d match rules (%s)", routeNames(ro), next.CanaryWeight, tr.CanaryService.Name, next.Matches, plan.Why)})
 		}
 	}
-	if e := setTrafficConflict(ro, rd, res.Conflicts); e != nil {
+	if e := setTrafficConflict(ro, rd, res.Conflicts, plan.AtRest()); e != nil {
 		rd.events = append(rd.events, *e)
 	}
-	// An abort's weight follows Pods that roll back; watched, but a round
-	// that saw the workload before its Pods looks again.
-	aborting := tin.Mode == traffic.Aborted && plan.Shifted()
-	if aborting || !res.Accepted || (next.Step != nil && (previous == nil || !ptr.Equal(previous.Step, next.Step))) {
+	// An abort's weight, and the Services' return to git's selectors,
+	// follow Pods that roll back; the workload is watched, but a round
+	// that saw it before its Pods (a Stepwise CloneSet's Pods are not
+	// watched) looks again until the Services and routes are at rest.
+	aborting := tin.Mode == traffic.Aborted && !plan.AtRest()
+	if aborting || behind || !res.Accepted || (next.Step != nil && (previous == nil || !ptr.Equal(previous.Step, next.Step))) {
 		return trafficWait, nil
 	}
 	return 0, nil
@@ -209,15 +262,28 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 
 // setTrafficConflict sets TrafficConflict from this round's conflicts:
 // True naming the other managers, with a Warning Event when the message is
-// new; removed once Stepwise is back at rest with none.
-func setTrafficConflict(ro *v1alpha1.Rollout, rd *round, conflicts []string) *step.Event {
+// new; removed once Stepwise is back at rest (atRest: the Services and
+// routes are git's) with none, or the Rollout is Healthy.
+func setTrafficConflict(ro *v1alpha1.Rollout, rd *round, conflicts []string, atRest bool) *step.Event {
 	if len(conflicts) == 0 {
-		if t := ro.Status.Traffic; t == nil || (t.CanaryWeight == 0 && t.Matches == 0) || ro.Status.Phase == v1alpha1.RolloutHealthy {
+		if atRest || ro.Status.Phase == v1alpha1.RolloutHealthy {
 			apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.TrafficConflictCondition)
 		}
 		return nil
 	}
-	message := fmt.Sprintf("%s: another field manager changed what the Rollout sets (field manager %q) while traffic is shifted; remove the weights of the canary rule from the manifest in git, or with Argo CD ignore its backendRefs (docs/traffic.md)",
+	message := fmt.Sprintf("%s: another field manager changed what the Rollout sets (field manager %q) during a release, and the Rollout set it again; "+
+		"at rest the Services and routes are git's, so let git re-apply them between releases, or accept that each apply during a release is followed by the Rollout's (docs/gitops.md#trafficconflict)",
 		strings.Join(conflicts, "; "), traffic.FieldManager)
 	return raiseConflict(ro, rd, v1alpha1.TrafficConflictCondition, v1alpha1.EventTrafficConflict, message)
+}
+
+// trafficTarget is what the traffic Applier needs of ro: the revision
+// label of its workload and what its status says was last applied.
+func trafficTarget(ro *v1alpha1.Rollout) traffic.Target {
+	key, value := revisionLabel(ro.Spec.WorkloadRef)
+	t := traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}
+	if tr := ro.Status.Traffic; tr != nil {
+		t.LastStable, t.LastCanary = tr.StableRevision, tr.CanaryRevision
+	}
+	return t
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -39,13 +41,14 @@ func specHash(spec gatewayv1.HTTPRouteSpec) (string, error) {
 }
 
 // FieldManager owns what Stepwise writes into Services and HTTPRoutes: the
-// revision key of the Services' selectors, the rules of the routes whose
-// weights it sets, and its own canary routes.
+// selectors of the Services during a release (with the revision key; at
+// rest Stepwise lets go of them), the rules of the routes whose weights it
+// sets, and its own canary Service and routes.
 const FieldManager = "stepwise-traffic"
 
-// Applier writes a Plan. Reads go around the cache (Reader), so that no
-// informer on HTTPRoutes or Services is needed and managed fields are
-// there to name who else writes.
+// Applier writes a Plan. Reads go around the cache (Reader): no informer
+// on HTTPRoutes is needed, the Rollout controller caches Services by their
+// metadata only, and managed fields are there to name who else writes.
 type Applier struct {
 	Client client.Client
 	Reader client.Reader
@@ -63,6 +66,11 @@ type Target struct {
 	// (status.traffic.canaryWeight): a route found carrying another was
 	// changed by someone else.
 	LastWeight int32
+	// LastStable and LastCanary are the revisions Stepwise last made the
+	// stable and canary Services select (status.traffic.stableRevision
+	// and canaryRevision; "" for none): a Service found selecting another
+	// was changed by someone else.
+	LastStable, LastCanary string
 }
 
 // Result is what the routes carry after Apply.
@@ -84,8 +92,10 @@ type Result struct {
 	Applied bool
 }
 
-// Apply writes plan for t: Services first (so that a promotion moves the
-// stable Service before the canary weight goes to 0), then each route.
+// Apply writes plan for t: Services first (so that a release pins the
+// stable Service to its revision before any weight moves, and a promotion
+// gives it back its own selector before the canary weight goes to 0),
+// then each route.
 func (a *Applier) Apply(ctx context.Context, t Target, plan Plan) (Result, error) {
 	ro := t.Rollout
 	tr := ro.Spec.TrafficRouting
@@ -94,16 +104,10 @@ func (a *Applier) Apply(ctx context.Context, t Target, plan Plan) (Result, error
 	if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: ro.Namespace, Name: tr.StableService}, stable); err != nil {
 		return res, fmt.Errorf("getting stable Service %s: %w", tr.StableService, err)
 	}
-	base := map[string]string{}
-	for k, v := range stable.Spec.Selector {
-		if k != t.LabelKey {
-			base[k] = v
-		}
-	}
-	if err := a.applyService(ctx, t, stable, plan.StableSelects, base); err != nil {
+	if err := a.applyService(ctx, t, stable, plan.StableSelects, t.LastStable, &res); err != nil {
 		return res, err
 	}
-	if err := a.applyCanaryService(ctx, t, stable, base, plan.CanarySelects); err != nil {
+	if err := a.applyCanaryService(ctx, t, stable, plan.CanarySelects, &res); err != nil {
 		return res, err
 	}
 
@@ -119,53 +123,105 @@ func (a *Applier) Apply(ctx context.Context, t Target, plan Plan) (Result, error
 	return res, nil
 }
 
-func selectorWith(base map[string]string, key, value string) map[string]string {
-	sel := make(map[string]string, len(base)+1)
-	for k, v := range base {
-		sel[k] = v
+// labelValue is the selector value for revision; "" for none.
+func (t Target) labelValue(revision string) string {
+	if revision == "" {
+		return ""
 	}
-	if value != "" {
-		sel[key] = value
-	}
-	return sel
+	return t.LabelValue(revision)
 }
 
-// applyService applies a Service's selector: base plus the revision key
-// (and, for a Service Stepwise creates, the whole Service). A Service's
-// selector is an atomic map, so Stepwise owns all of it once it applies
-// it; it writes git's keys back unchanged. An empty revision leaves the
-// key out, so that the Service selects every Pod (a fast path moving all
-// Pods at once).
-func (a *Applier) applyService(ctx context.Context, t Target, svc *corev1.Service, revision string, base map[string]string) error {
-	want := map[string]string{}
-	for k, v := range base {
-		want[k] = v
+// applyService makes a Service that git owns (the stable one, or a canary
+// Service from git) select revision (ChangeService): the revision key is
+// added to git's selector during a release and removed at rest, when
+// Stepwise also gives up the field, so that at rest the Service is git's.
+// A Service's selector is an atomic map: Stepwise applies all of it, git's
+// keys unchanged. A Service found without the key Stepwise set (last) was
+// re-applied by someone else: a conflict naming who, and the key goes back.
+func (a *Applier) applyService(ctx context.Context, t Target, svc *corev1.Service, revision, last string, res *Result) error {
+	value := t.labelValue(revision)
+	if value != "" && SelectorChanged(svc.Spec.Selector, t.LabelKey, t.labelValue(last)) {
+		if others := otherManagers(svc.ManagedFields, []string{"spec", "selector"}); len(others) > 0 {
+			found := "without " + t.LabelKey
+			if v, ok := svc.Spec.Selector[t.LabelKey]; ok {
+				found = t.LabelKey + "=" + v
+			}
+			res.Conflicts = append(res.Conflicts, fmt.Sprintf("Service %s/%s: spec.selector (%s, Stepwise set %s=%s) by %s",
+				svc.Namespace, svc.Name, found, t.LabelKey, t.labelValue(last), strings.Join(others, ", ")))
+		}
 	}
-	if revision != "" {
-		want[t.LabelKey] = t.LabelValue(revision)
+	owned := slices.Contains(managersOf(svc.ManagedFields, []string{"spec", "selector"}), FieldManager)
+	change := ChangeService(svc.Spec.Selector, t.LabelKey, value, owned)
+	if change.Selector != nil {
+		selector := map[string]any{}
+		for k, v := range change.Selector {
+			selector[k] = v
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": svc.Name, "namespace": svc.Namespace},
+			"spec":     map[string]any{"selector": selector},
+		}}
+		if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying the selector of Service %s: %w", svc.Name, err)
+		}
+		res.Applied = true
 	}
-	if apiequality.Semantic.DeepEqual(svc.Spec.Selector, want) {
-		return nil
-	}
-	selector := map[string]any{}
-	for k, v := range want {
-		selector[k] = v
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "Service",
-		"metadata": map[string]any{"name": svc.Name, "namespace": svc.Namespace},
-		"spec":     map[string]any{"selector": selector},
-	}}
-	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying the selector of Service %s: %w", svc.Name, err)
+	if change.Release {
+		if err := a.release(ctx, svc); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// applyCanaryService keeps the canary Service's selector at base plus the
-// canary revision; with canaryService.create it creates the Service from
-// the stable one (ports and selector), owned by the Rollout.
-func (a *Applier) applyCanaryService(ctx context.Context, t Target, stable *corev1.Service, base map[string]string, revision string) error {
+// release drops Stepwise's entry from a Service's managed fields: at rest
+// the selector it holds is git's keys, and whoever applies git's manifest
+// next owns it alone. The entry holds spec.selector only (all Stepwise
+// applies to a Service it does not own). The write carries the
+// resourceVersion read, so a concurrent change is never overwritten; it is
+// retried in the next round.
+func (a *Applier) release(ctx context.Context, svc *corev1.Service) error {
+	fresh := &corev1.Service{}
+	if err := a.Reader.Get(ctx, client.ObjectKeyFromObject(svc), fresh); err != nil {
+		return fmt.Errorf("getting Service %s: %w", svc.Name, err)
+	}
+	kept := slices.DeleteFunc(slices.Clone(fresh.ManagedFields), func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == FieldManager && e.Subresource == ""
+	})
+	if len(kept) == len(fresh.ManagedFields) {
+		return nil
+	}
+	if len(kept) == 0 {
+		// An empty list would leave managed fields as they are: with no
+		// other manager, Stepwise's entry stays, harmlessly.
+		return nil
+	}
+	patch := []map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": fresh.ResourceVersion},
+		{"op": "replace", "path": "/metadata/managedFields", "value": kept},
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encoding the managed fields of Service %s: %w", svc.Name, err)
+	}
+	if err := a.Client.Patch(ctx, fresh, client.RawPatch(types.JSONPatchType, raw)); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) {
+			// Changed since read: the next round looks again.
+			return nil
+		}
+		return fmt.Errorf("releasing the selector of Service %s: %w", svc.Name, err)
+	}
+	return nil
+}
+
+// applyCanaryService makes the canary Service select revision. One from
+// git is handled as the stable one (applyService). With
+// canaryService.create Stepwise creates it from the stable one (ports,
+// selector, labels without GitOps tracking keys), owned by the Rollout, and
+// keeps its selector at the stable Service's own keys plus the revision
+// key (none at rest).
+func (a *Applier) applyCanaryService(ctx context.Context, t Target, stable *corev1.Service, revision string, res *Result) error {
 	ro := t.Rollout
 	cs := ro.Spec.TrafficRouting.CanaryService
 	current := &corev1.Service{}
@@ -177,13 +233,13 @@ func (a *Applier) applyCanaryService(ctx context.Context, t Target, stable *core
 		return fmt.Errorf("getting canary Service %s: %w", cs.Name, err)
 	}
 	if !cs.Create {
-		return a.applyService(ctx, t, current, revision, base)
+		return a.applyService(ctx, t, current, revision, t.LastCanary, res)
 	}
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ro.Namespace, Name: cs.Name, Labels: stable.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ro.Namespace, Name: cs.Name, Labels: WithoutTracking(stable.Labels)},
 		Spec: corev1.ServiceSpec{
-			Selector: selectorWith(base, t.LabelKey, t.LabelValue(revision)),
+			Selector: ServiceSelector(stable.Spec.Selector, t.LabelKey, t.labelValue(revision)),
 			Type:     corev1.ServiceTypeClusterIP,
 		},
 	}
@@ -193,9 +249,11 @@ func (a *Applier) applyCanaryService(ctx context.Context, t Target, stable *core
 	if err := a.setOwner(ro, svc); err != nil {
 		return err
 	}
-	if err == nil && current.Name != "" && apiequality.Semantic.DeepEqual(current.Spec.Selector, svc.Spec.Selector) && samePorts(current.Spec.Ports, svc.Spec.Ports) {
+	if current.Name != "" && apiequality.Semantic.DeepEqual(current.Spec.Selector, svc.Spec.Selector) &&
+		samePorts(current.Spec.Ports, svc.Spec.Ports) && maps.Equal(current.Labels, svc.Labels) {
 		return nil
 	}
+	res.Applied = true
 	return a.applyTyped(ctx, svc, "canary Service "+cs.Name)
 }
 
@@ -376,9 +434,15 @@ func (a *Applier) accepted(ctx context.Context, route *gatewayv1.HTTPRoute, res 
 // otherManagers lists the managers other than FieldManager whose managed
 // fields hold path (the main resource only).
 func otherManagers(entries []metav1.ManagedFieldsEntry, path []string) []string {
+	return slices.DeleteFunc(managersOf(entries, path), func(m string) bool { return m == FieldManager })
+}
+
+// managersOf lists the managers whose managed fields hold path (the main
+// resource only).
+func managersOf(entries []metav1.ManagedFieldsEntry, path []string) []string {
 	var names []string
 	for _, e := range entries {
-		if e.Manager == FieldManager || e.Subresource != "" || e.FieldsV1 == nil {
+		if e.Subresource != "" || e.FieldsV1 == nil {
 			continue
 		}
 		if ownsPath(e, path) && !slices.Contains(names, e.Manager) {

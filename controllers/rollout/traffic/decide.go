@@ -35,9 +35,9 @@ type Input struct {
 	Previous int32
 	// StableRevision and CanaryRevision (empty when there is no canary).
 	StableRevision, CanaryRevision string
-	// Moving is true when, with no step in progress, Pods still move to
-	// the stable revision all at once (a rollback or a downgrade).
-	Moving bool
+	// CanaryPods counts the Pods on the canary revision, ready or not: an
+	// abort is over once it is 0.
+	CanaryPods int32
 }
 
 // Plan is what the routes and Services must carry.
@@ -48,7 +48,9 @@ type Plan struct {
 	// Matches send matching requests to the canary Service.
 	Matches []v1alpha1.TrafficMatch
 	// StableSelects and CanarySelects are the revisions each Service
-	// selects.
+	// selects. Empty: the Service's own selector without the revision key
+	// (git's, every Pod of the workload), which is what a Service carries
+	// at rest.
 	StableSelects, CanarySelects string
 	// Why says how the weight was chosen, for logs and Events.
 	Why string
@@ -58,19 +60,26 @@ type Plan struct {
 func (p Plan) Shifted() bool { return p.CanaryWeight > 0 || len(p.Matches) > 0 }
 
 // Decide returns the traffic for in. Rules, in order:
-//   - Idle: all to stable, no matches; both Services select the stable
-//     revision (the stable Service every Pod while they are Moving).
-//   - Completed: the stable Service selects the canary revision (every
-//     Pod runs it), the canary weight is 0 and the matches go.
+//   - Idle: all to stable, no matches, and both Services at rest: their
+//     own selectors without the revision key, as git wrote them (no Pod
+//     runs another revision than the stable one, or, in a rollback or a
+//     downgrade, every Pod moves to it at once and must stay selected).
+//   - Completed: every Pod runs the canary revision and the last step
+//     passed: the canary weight is 0, the matches go, and both Services
+//     are at rest again, which makes the stable Service select the new
+//     revision.
 //   - Aborted: no matches; the canary weight never rises, and falls with
 //     the canary's share of ready Pods (rounded up) as its Pods roll back:
 //     the stable Pods never carry more than the larger of what they carried
 //     before the abort and their share of ready Pods. With no ready Pod at
-//     all, the weights stay.
-//   - Stepping: once the step is ready, its traffic (unset: the canary's
-//     share of ready Pods) and matches; before that, the weight the routes
-//     carry (a step never raises the weight before its Pods are ready) and
-//     the step's matches.
+//     all, the weights stay. The Services keep the revision key until no
+//     Pod is left on the canary revision, then are at rest.
+//   - Stepping: the stable Service selects the stable revision and the
+//     canary Service the canary one, from the round that starts the first
+//     step, before any Pod moves. Once the step is ready, its traffic
+//     (unset: the canary's share of ready Pods) and matches; before that,
+//     the weight the routes carry (a step never raises the weight before
+//     its Pods are ready) and the step's matches.
 //   - Whatever the above: no weight and no match for a canary without a
 //     ready Pod, and all weight to it when the stable revision has none
 //     ready (partition 0), so no request goes to a Service without
@@ -82,22 +91,16 @@ func Decide(in Input) Plan {
 		canary = stable
 	}
 	p := Plan{StableSelects: stable, CanarySelects: canary}
+	atRest := func(why string) Plan { return Plan{Why: why} }
 	switch in.Mode {
 	case Idle:
-		p.CanarySelects = stable
-		p.Why = "no rollout in progress"
-		if in.Moving {
-			// The stable Service selects every Pod until they all run the
-			// stable revision: none is left out while it moves.
-			p.StableSelects = ""
-			p.Why = "Pods moving to the stable revision all at once"
-		}
-		return p
+		return atRest("no rollout in progress")
 	case Completed:
-		p.StableSelects = canary
-		p.Why = "promoted: the stable Service selects the new revision"
-		return p
+		return atRest("promoted: every Pod runs the new revision")
 	case Aborted:
+		if in.CanaryPods == 0 {
+			return atRest("aborted: every Pod is back on the stable revision")
+		}
 		p.CanaryWeight = in.Previous
 		if total := in.StableReady + in.CanaryReady; total > 0 {
 			p.CanaryWeight = min(in.Previous, share(in.CanaryReady, total))
@@ -129,6 +132,12 @@ func Decide(in Input) Plan {
 		p.Why += "; no ready stable Pod"
 	}
 	return p
+}
+
+// AtRest reports whether p leaves every object as git wrote it: no
+// weight, no match, and no revision key in either Service's selector.
+func (p Plan) AtRest() bool {
+	return !p.Shifted() && p.StableSelects == "" && p.CanarySelects == ""
 }
 
 // share is part/total in percent, rounded up, so that a ready Pod always

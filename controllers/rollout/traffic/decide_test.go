@@ -21,19 +21,22 @@ func TestDecide(t *testing.T) {
 		matches     int
 		stable, can string
 	}{
-		{"idle sends all to stable", Input{Mode: Idle, StableReady: 10, StableRevision: "a", CanaryRevision: "b", Previous: 30}, 0, 0, "a", "a"},
-		{"a rollback moving every Pod: the stable Service selects them all", Input{Mode: Idle, Moving: true, StableReady: 6, StableRevision: "a", Previous: 0}, 0, 0, "", "a"},
-		{"a ready step takes its traffic", Input{Mode: Stepping, Step: withTraffic(20, testerHeader), StepReady: true, StableReady: 9, CanaryReady: 1, Previous: 0, StableRevision: "a", CanaryRevision: "b"}, 20, 1, "a", "b"},
-		{"a step waits for its Pods before raising the weight", Input{Mode: Stepping, Step: withTraffic(50), StableReady: 8, CanaryReady: 1, Previous: 20, StableRevision: "a", CanaryRevision: "b"}, 20, 0, "a", "b"},
-		{"matches come with the step, before its weight", Input{Mode: Stepping, Step: withTraffic(50, testerHeader), StableReady: 9, CanaryReady: 1, StableRevision: "a", CanaryRevision: "b"}, 0, 1, "a", "b"},
-		{"no ready canary: no weight, no match", Input{Mode: Stepping, Step: withTraffic(10, testerHeader), StepReady: true, StableReady: 10, CanaryReady: 0, Previous: 10, StableRevision: "a", CanaryRevision: "b"}, 0, 0, "a", "b"},
-		{"a step without traffic follows the ready Pods", Input{Mode: Stepping, Step: &v1alpha1.RolloutStep{}, StepReady: true, StableReady: 7, CanaryReady: 3, StableRevision: "a", CanaryRevision: "b"}, 30, 0, "a", "b"},
-		{"the share rounds up for the canary", Input{Mode: Stepping, Step: &v1alpha1.RolloutStep{}, StepReady: true, StableReady: 2, CanaryReady: 1, StableRevision: "a", CanaryRevision: "b"}, 34, 0, "a", "b"},
-		{"no stable Pod left: all to the canary", Input{Mode: Stepping, Step: withTraffic(100), StepReady: false, StableReady: 0, CanaryReady: 10, Previous: 50, StableRevision: "a", CanaryRevision: "b"}, 100, 0, "a", "b"},
-		{"completed moves the stable Service", Input{Mode: Completed, StableReady: 0, CanaryReady: 10, Previous: 100, StableRevision: "a", CanaryRevision: "b"}, 0, 0, "b", "b"},
-		{"abort drops matches and keeps a lower weight", Input{Mode: Aborted, StableReady: 5, CanaryReady: 5, Previous: 10, StableRevision: "a", CanaryRevision: "b"}, 10, 0, "a", "b"},
-		{"abort lowers the weight to the canary's ready share", Input{Mode: Aborted, StableReady: 9, CanaryReady: 1, Previous: 50, StableRevision: "a", CanaryRevision: "b"}, 10, 0, "a", "b"},
-		{"abort with no ready Pod keeps the weights", Input{Mode: Aborted, Previous: 40, StableRevision: "a", CanaryRevision: "b"}, 0, 0, "a", "b"},
+		{"idle sends all to stable and leaves both Services as git wrote them", Input{Mode: Idle, StableReady: 10, StableRevision: "a", CanaryRevision: "b", Previous: 30}, 0, 0, "", ""},
+		{"a rollback moving every Pod: the Services select them all", Input{Mode: Idle, StableReady: 6, StableRevision: "a", CanaryPods: 3, Previous: 0}, 0, 0, "", ""},
+		{"the round that starts a release pins both Services before any Pod moves", Input{Mode: Stepping, Step: withTraffic(20), StableReady: 10, StableRevision: "a", CanaryRevision: "b"}, 0, 0, "a", "b"},
+		{"a ready step takes its traffic", Input{Mode: Stepping, Step: withTraffic(20, testerHeader), StepReady: true, StableReady: 9, CanaryReady: 1, CanaryPods: 1, Previous: 0, StableRevision: "a", CanaryRevision: "b"}, 20, 1, "a", "b"},
+		{"a step waits for its Pods before raising the weight", Input{Mode: Stepping, Step: withTraffic(50), StableReady: 8, CanaryReady: 1, CanaryPods: 2, Previous: 20, StableRevision: "a", CanaryRevision: "b"}, 20, 0, "a", "b"},
+		{"matches come with the step, before its weight", Input{Mode: Stepping, Step: withTraffic(50, testerHeader), StableReady: 9, CanaryReady: 1, CanaryPods: 1, StableRevision: "a", CanaryRevision: "b"}, 0, 1, "a", "b"},
+		{"no ready canary: no weight, no match", Input{Mode: Stepping, Step: withTraffic(10, testerHeader), StepReady: true, StableReady: 10, CanaryReady: 0, CanaryPods: 1, Previous: 10, StableRevision: "a", CanaryRevision: "b"}, 0, 0, "a", "b"},
+		{"a step without traffic follows the ready Pods", Input{Mode: Stepping, Step: &v1alpha1.RolloutStep{}, StepReady: true, StableReady: 7, CanaryReady: 3, CanaryPods: 3, StableRevision: "a", CanaryRevision: "b"}, 30, 0, "a", "b"},
+		{"the share rounds up for the canary", Input{Mode: Stepping, Step: &v1alpha1.RolloutStep{}, StepReady: true, StableReady: 2, CanaryReady: 1, CanaryPods: 1, StableRevision: "a", CanaryRevision: "b"}, 34, 0, "a", "b"},
+		{"no stable Pod left: all to the canary", Input{Mode: Stepping, Step: withTraffic(100), StepReady: false, StableReady: 0, CanaryReady: 10, CanaryPods: 10, Previous: 50, StableRevision: "a", CanaryRevision: "b"}, 100, 0, "a", "b"},
+		{"completed leaves both Services as git wrote them: the stable one selects the new revision", Input{Mode: Completed, StableReady: 0, CanaryReady: 10, CanaryPods: 10, Previous: 100, StableRevision: "a", CanaryRevision: "b"}, 0, 0, "", ""},
+		{"abort drops matches and keeps a lower weight", Input{Mode: Aborted, StableReady: 5, CanaryReady: 5, CanaryPods: 5, Previous: 10, StableRevision: "a", CanaryRevision: "b"}, 10, 0, "a", "b"},
+		{"abort lowers the weight to the canary's ready share", Input{Mode: Aborted, StableReady: 9, CanaryReady: 1, CanaryPods: 1, Previous: 50, StableRevision: "a", CanaryRevision: "b"}, 10, 0, "a", "b"},
+		{"abort with no ready Pod keeps the weights", Input{Mode: Aborted, CanaryPods: 2, Previous: 40, StableRevision: "a", CanaryRevision: "b"}, 0, 0, "a", "b"},
+		{"abort keeps the revision key while a canary Pod restarts", Input{Mode: Aborted, StableReady: 9, CanaryPods: 1, Previous: 10, StableRevision: "a", CanaryRevision: "b"}, 0, 0, "a", "b"},
+		{"an abort that moved every Pod back leaves both Services as git wrote them", Input{Mode: Aborted, StableReady: 10, Previous: 10, StableRevision: "a", CanaryRevision: "b"}, 0, 0, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,7 +69,7 @@ func TestDecide_AbortNeverOverloadsTheStablePods(t *testing.T) {
 							continue
 						}
 						cr, sr := c-restarting, replicas-c
-						p := Decide(Input{Mode: Aborted, StableReady: sr, CanaryReady: cr, Previous: weight, StableRevision: "a", CanaryRevision: "b"})
+						p := Decide(Input{Mode: Aborted, StableReady: sr, CanaryReady: cr, CanaryPods: c, Previous: weight, StableRevision: "a", CanaryRevision: "b"})
 						trace = append(trace, p.CanaryWeight)
 						if p.CanaryWeight > weight && sr > 0 {
 							t.Fatalf("replicas %d canary %d before %d: canary weight rose: %v", replicas, canary, before, trace)
@@ -94,5 +97,26 @@ func TestDecide_AbortNeverOverloadsTheStablePods(t *testing.T) {
 func TestPlanShifted(t *testing.T) {
 	if (Plan{}).Shifted() || !(Plan{CanaryWeight: 1}).Shifted() || !(Plan{Matches: []v1alpha1.TrafficMatch{testerHeader}}).Shifted() {
 		t.Fatal("Shifted is wrong")
+	}
+}
+
+func TestPlanAtRest(t *testing.T) {
+	cases := []struct {
+		name string
+		plan Plan
+		want bool
+	}{
+		{"nothing set", Plan{}, true},
+		{"a weight", Plan{CanaryWeight: 5}, false},
+		{"a match", Plan{Matches: []v1alpha1.TrafficMatch{testerHeader}}, false},
+		{"the stable Service pinned at weight 0", Plan{StableSelects: "a"}, false},
+		{"the canary Service pinned", Plan{CanarySelects: "b"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.plan.AtRest(); got != tc.want {
+				t.Fatalf("AtRest = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package rollout_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,10 +51,14 @@ func gitRoute(ns string) *gatewayv1.HTTPRoute {
 	return r
 }
 
+// gitService is the stable Service as git has it, with the labels by
+// which Argo CD and Flux track it.
 func gitService(ns string) *corev1.Service {
 	return &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: map[string]string{"app": "web"}},
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: map[string]string{
+			"app": "web", "app.kubernetes.io/instance": "shop", "kustomize.toolkit.fluxcd.io/name": "apps",
+		}},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": "web"},
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
@@ -127,6 +132,9 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	if len(canary.Spec.Ports) != 1 || canary.Spec.Ports[0].TargetPort != intstr.FromInt32(8080) || !metav1.IsControlledBy(canary, ro) {
 		t.Fatalf("canary Service ports %v owners %v", canary.Spec.Ports, canary.OwnerReferences)
 	}
+	if want := map[string]string{"app": "web"}; !equality.Semantic.DeepEqual(canary.Labels, want) {
+		t.Fatalf("canary Service labels = %v, want %v (no GitOps tracking label copied)", canary.Labels, want)
+	}
 	route := &gatewayv1.HTTPRoute{}
 	mustGet(t, ns, "web", route)
 	if !equality.Semantic.DeepEqual(route.Spec.Rules[0], git.Spec.Rules[0]) || !equality.Semantic.DeepEqual(route.Spec.Rules[1].Filters, git.Spec.Rules[1].Filters) ||
@@ -147,9 +155,25 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	}
 
 	// Steady: nothing to write.
-	target.LastWeight = 20
+	target.LastWeight, target.LastStable, target.LastCanary = 20, "web-aaa", "web-bbb"
 	if res, err = a.Apply(ctx, target, shift); err != nil || res.Applied {
 		t.Fatalf("second apply wrote (%+v) or failed: %v", res, err)
+	}
+
+	// Git applies its Service again mid-release (Argo CD's server-side
+	// apply): the revision key is gone, and the next apply names who took
+	// it and puts it back.
+	applyAs(t, "argocd-controller", gitService(ns))
+	res, err = a.Apply(ctx, target, shift)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Conflicts) != 1 || !strings.Contains(res.Conflicts[0], "Service "+ns+"/web: spec.selector") || !strings.Contains(res.Conflicts[0], "argocd-controller") {
+		t.Fatalf("after git's apply of the Service: %+v, want one conflict naming argocd-controller", res)
+	}
+	mustGet(t, ns, "web", stable)
+	if want := map[string]string{"app": "web", stepwisev1.RevisionHashLabel: "aaa"}; !equality.Semantic.DeepEqual(stable.Spec.Selector, want) {
+		t.Fatalf("stable selector after git's apply and Stepwise's = %v, want %v", stable.Spec.Selector, want)
 	}
 
 	// Git applies its route again (Flux forces): the weights are gone, and
@@ -188,16 +212,23 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 		t.Fatalf("with the Gateway's Accepted status: %+v, %v", res, err)
 	}
 
-	// Promoted: the stable Service selects the new revision, the weights
-	// go, the canary route is deleted, and the route is git's again.
-	res, err = a.Apply(ctx, target, traffic.Plan{StableSelects: "web-bbb", CanarySelects: "web-bbb"})
+	// Promoted: the stable Service is git's again (it selects every Pod,
+	// all on the new revision) and Stepwise no longer owns its selector,
+	// the weights go, the canary route is deleted, and the route is git's
+	// again.
+	res, err = a.Apply(ctx, target, traffic.Plan{})
 	if err != nil || res.Weight != 0 || res.Matches != 0 {
 		t.Fatalf("promoted: %+v, %v", res, err)
 	}
 	mustGet(t, ns, "web", stable)
-	if stable.Spec.Selector[stepwisev1.RevisionHashLabel] != "bbb" || stable.Spec.Selector["app"] != "web" {
-		t.Fatalf("stable selector after promotion = %v", stable.Spec.Selector)
+	if want := gitService(ns).Spec.Selector; !equality.Semantic.DeepEqual(stable.Spec.Selector, want) {
+		t.Fatalf("stable selector at rest = %v, want git's %v", stable.Spec.Selector, want)
 	}
+	if owners := selectorOwners(stable); slices.Contains(owners, traffic.FieldManager) {
+		t.Fatalf("at rest %s still owns the stable Service's selector (owners %v)", traffic.FieldManager, owners)
+	}
+	// Git's Service at rest applies without force and without a conflict.
+	applyNoForce(t, gitManager, gitService(ns))
 	mustGet(t, ns, "web", route)
 	if !equality.Semantic.DeepEqual(route.Spec.Rules, git.Spec.Rules) {
 		t.Fatalf("route after promotion is not git's: %+v", route.Spec.Rules)
@@ -207,9 +238,40 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	}
 	// Git's later applies of the same route are no conflict.
 	applyAs(t, gitManager, gitRoute(ns))
-	target.LastWeight = 0
-	if res, err = a.Apply(ctx, target, traffic.Plan{StableSelects: "web-bbb", CanarySelects: "web-bbb"}); err != nil || len(res.Conflicts) != 0 || res.Applied {
+	target.LastWeight, target.LastStable, target.LastCanary = 0, "", ""
+	if res, err = a.Apply(ctx, target, traffic.Plan{}); err != nil || len(res.Conflicts) != 0 || res.Applied {
 		t.Fatalf("git re-applying at rest: %+v, %v", res, err)
+	}
+	mustGet(t, ns, "web", stable)
+	if owners := selectorOwners(stable); !slices.Equal(owners, []string{gitManager}) {
+		t.Fatalf("stable selector owners at rest = %v, want git's %s alone", owners, gitManager)
+	}
+}
+
+// selectorOwners lists the managers that own a Service's spec.selector.
+func selectorOwners(svc *corev1.Service) []string {
+	var owners []string
+	for _, e := range svc.ManagedFields {
+		if e.FieldsV1 != nil && strings.Contains(e.FieldsV1.GetRawString(), `"f:selector"`) {
+			owners = append(owners, e.Manager)
+		}
+	}
+	return owners
+}
+
+// applyNoForce server-side applies obj whole as manager without force, as
+// kubectl apply --server-side does: it fails on a conflict.
+func applyNoForce(t *testing.T, manager string, obj client.Object) {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "status")
+	delete(m["metadata"].(map[string]any), "creationTimestamp")
+	u := &unstructured.Unstructured{Object: m}
+	if err := env.client.Apply(testContext(t), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager)); err != nil {
+		t.Fatalf("applying %s as %s without force: %v", obj.GetName(), manager, err)
 	}
 }
 

@@ -150,7 +150,7 @@ func TestTrafficRoutingFollowsTheSteps(t *testing.T) {
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutHealthy))
 		g.Expect(ro.Finalizers).To(ContainElement(stepwisev1.TrafficFinalizer))
-		g.Expect(selectorOf(g, ns, "web")).To(Equal(map[string]string{"app": "web", stepwisev1.RevisionHashLabel: "v1"}))
+		g.Expect(selectorOf(g, ns, "web")).To(Equal(map[string]string{"app": "web"}), "at rest the stable Service is git's")
 		w, atRest := routeState(g, ns, git)
 		g.Expect(w).To(BeZero())
 		g.Expect(atRest).To(BeTrue())
@@ -171,6 +171,21 @@ func TestTrafficRoutingFollowsTheSteps(t *testing.T) {
 	})
 	waitForEvent(t, ns, "web", stepwisev1.EventTrafficShifted, "10% to Service web-canary")
 
+	// Git re-applies the stable Service mid-release (a Flux force apply or
+	// an Argo CD server-side apply, here as another manager): the Service
+	// watch brings the paused Rollout back at once, the key is back, and
+	// TrafficConflict names the manager.
+	const argo = "argocd-controller"
+	applyAs(t, argo, gitService(ns))
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		g.Expect(selectorOf(g, ns, "web")).To(Equal(map[string]string{"app": "web", stepwisev1.RevisionHashLabel: "v1"}))
+		c := condition(ro, stepwisev1.TrafficConflictCondition)
+		g.Expect(c).NotTo(BeNil(), describe(ro))
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Message).To(And(ContainSubstring("Service "+ns+"/web: spec.selector"), ContainSubstring(argo)))
+	})
+	waitForEvent(t, ns, "web", stepwisev1.EventTrafficConflict, "Service "+ns+"/web", argo)
+
 	annotate(t, ns, "web", stepwisev1.PromoteAtAnnotation)
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		stepIs(g, ro, 1)
@@ -184,7 +199,8 @@ func TestTrafficRoutingFollowsTheSteps(t *testing.T) {
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutHealthy), describe(ro))
 		g.Expect(ro.Status.StableRevision).To(Equal("web-v2"))
-		g.Expect(selectorOf(g, ns, "web")).To(Equal(map[string]string{"app": "web", stepwisev1.RevisionHashLabel: "v2"}))
+		g.Expect(selectorOf(g, ns, "web")).To(Equal(map[string]string{"app": "web"}), "at rest the stable Service is git's")
+		g.Expect(condition(ro, stepwisev1.TrafficConflictCondition)).To(BeNil())
 		w, atRest := routeState(g, ns, git)
 		g.Expect(w).To(BeZero())
 		g.Expect(atRest).To(BeTrue(), "the route is git's again")
@@ -198,6 +214,7 @@ func TestTrafficRoutingFollowsTheSteps(t *testing.T) {
 		stepIs(g, ro, 0)
 		w, _ := routeState(g, ns, git)
 		g.Expect(w).To(BeEquivalentTo(10))
+		g.Expect(selectorOf(g, ns, "web")).To(Equal(map[string]string{"app": "web", stepwisev1.RevisionHashLabel: "v2"}), "during a release the stable Service selects the stable revision")
 	})
 	annotate(t, ns, "web", stepwisev1.AbortAtAnnotation)
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
@@ -206,7 +223,7 @@ func TestTrafficRoutingFollowsTheSteps(t *testing.T) {
 		g.Expect(w).To(BeZero())
 		g.Expect(atRest).To(BeTrue())
 		g.Expect(canaryRouteExists(g, ns)).To(BeFalse())
-		g.Expect(selectorOf(g, ns, "web")).To(Equal(map[string]string{"app": "web", stepwisev1.RevisionHashLabel: "v2"}))
+		g.Expect(selectorOf(g, ns, "web")).To(Equal(map[string]string{"app": "web"}), "after an abort the stable Service is git's")
 	})
 
 	// Deleted mid-rollout: the route and the stable Service go back to git's.
