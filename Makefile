@@ -126,6 +126,23 @@ demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 prom
 bench: test-assets ## In-place update of $(PODS) Pods on one kwok cluster; prints wall time, writes/Pod, RSS.
 	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkInPlaceUpdate -benchtime 1x -timeout 30m -args -pods=$(PODS)
 
+# bench-scale's sizes: SCALE_CLONESETS CloneSets of SCALE_PODS Pods updated
+# at once, while SCALE_ROLLOUTS Rollouts, each over a CloneSet of
+# SCALE_ROLLOUT_PODS Pods, step with SCALE_ANALYSIS measurements (one every
+# 10 s) against one Prometheus. Set them on the command line or in the
+# environment: make bench-scale SCALE_PODS=100 SCALE_ROLLOUTS=20
+SCALE_CLONESETS    ?= 10
+SCALE_PODS         ?= 1000
+SCALE_ROLLOUTS     ?= 200
+SCALE_ROLLOUT_PODS ?= 4
+SCALE_ANALYSIS     ?= 6
+
+.PHONY: bench-scale
+bench-scale: test-assets ## 10 CloneSets x 1000 Pods updated at once while 200 Rollouts step with analysis; wall time, writes/Pod, RSS, step reaction, queries/s, reconciles/s, queue depth.
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 120m \
+		-args -scale-clonesets=$(SCALE_CLONESETS) -scale-pods=$(SCALE_PODS) -scale-rollouts=$(SCALE_ROLLOUTS) \
+		-scale-rollout-pods=$(SCALE_ROLLOUT_PODS) -scale-analysis-count=$(SCALE_ANALYSIS)
+
 # Controllers bench-compare runs, in order (see test/bench/compare_bench_test.go).
 COMPARE ?= stepwise,deployment,kruise,kruise-noqps
 

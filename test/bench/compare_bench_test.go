@@ -444,6 +444,9 @@ func logWriters(b *testing.B, auditLog string) {
 type controllerProcess struct {
 	pid int
 	cmd *exec.Cmd
+	// metricsURL is the controller's plain-HTTP /metrics on loopback, when
+	// the benchmark reads it (Stepwise's).
+	metricsURL string
 }
 
 func startProcess(b *testing.B, binary string, env []string, args ...string) *controllerProcess {
@@ -488,21 +491,35 @@ func (p *controllerProcess) resetPeak(b *testing.B) {
 }
 
 func (p *controllerProcess) peakRSS(b *testing.B) int64 {
+	v, err := p.statusBytes("VmHWM:")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
+
+// rss is the resident memory now; 0 when it cannot be read.
+func (p *controllerProcess) rss() int64 {
+	v, _ := p.statusBytes("VmRSS:")
+	return v
+}
+
+// statusBytes reads one kB field of /proc/PID/status, in bytes.
+func (p *controllerProcess) statusBytes(field string) (int64, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
 	if err != nil {
-		b.Fatalf("reading memory of %d: %v", p.pid, err)
+		return 0, fmt.Errorf("reading memory of %d: %w", p.pid, err)
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
+		if strings.HasPrefix(line, field) {
 			kib, err := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
 			if err != nil {
-				b.Fatal(err)
+				return 0, fmt.Errorf("parsing %q: %w", line, err)
 			}
-			return kib << 10
+			return kib << 10, nil
 		}
 	}
-	b.Fatal("no VmHWM in /proc status")
-	return 0
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.pid)
 }
 
 // cpuSeconds is the process's user plus system time (USER_HZ is 100 on Linux).
@@ -555,6 +572,7 @@ func startStepwise(b *testing.B, kubeconfig string) *controllerProcess {
 	p := startProcess(b, binary, nil, "--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address", probeAddr, "--zap-log-level", "error")
 	waitHTTP(b, "http://"+probeAddr+"/readyz", "Stepwise manager", time.Minute)
+	p.metricsURL = "http://" + metricsAddr + "/metrics"
 	return p
 }
 
