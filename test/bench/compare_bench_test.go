@@ -564,13 +564,14 @@ func waitHTTP(b *testing.B, url, what string, timeout time.Duration) {
 	}
 }
 
-// startStepwise builds and runs cmd/manager with its defaults, named so
-// that its user agent says stepwise-manager.
-func startStepwise(b *testing.B, kubeconfig string) *controllerProcess {
+// startStepwise builds and runs cmd/manager with its defaults plus extra
+// flags, named so that its user agent says stepwise-manager.
+func startStepwise(b *testing.B, kubeconfig string, extra ...string) *controllerProcess {
 	binary := buildManager(b, "stepwise-manager")
 	metricsAddr, probeAddr := freeAddr(b), freeAddr(b)
-	p := startProcess(b, binary, nil, "--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
-		"--health-probe-bind-address", probeAddr, "--zap-log-level", "error")
+	args := append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address", probeAddr, "--zap-log-level", "error"}, extra...)
+	p := startProcess(b, binary, nil, args...)
 	waitHTTP(b, "http://"+probeAddr+"/readyz", "Stepwise manager", time.Minute)
 	p.metricsURL = "http://" + metricsAddr + "/metrics"
 	return p

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -120,7 +121,8 @@ func BenchmarkScale(b *testing.B) {
 	}
 	b.Cleanup(prom.Stop)
 
-	proc := startStepwise(b, cluster.Kubeconfig)
+	pprofAddr := freeAddr(b)
+	proc := startStepwise(b, cluster.Kubeconfig, "--pprof-bind-address", pprofAddr)
 
 	// Create everything, then wait until every Pod is ready and every
 	// Rollout Healthy on image v1.
@@ -167,6 +169,7 @@ func BenchmarkScale(b *testing.B) {
 	b.StopTimer()
 	samples := sampler.stop()
 
+	saveHeapProfile(b, "http://"+pprofAddr+"/debug/pprof/heap")
 	writes := countWrites(b, cluster.AuditLogPath(), stepwiseAgent, start, countTo)
 	rep := scaleReportData{
 		when: time.Now().UTC(), nBig: nBig, perBig: perBig, nRoll: nRoll, perRoll: perRoll, nodes: nodes,
@@ -190,6 +193,27 @@ func BenchmarkScale(b *testing.B) {
 	if n := len(rep.reactions.gate); n > 0 {
 		b.ReportMetric(float64(compare.Percentile(rep.reactions.gate, 99).Milliseconds()), "ms-gate-reaction-p99")
 	}
+}
+
+// saveHeapProfile keeps the manager's heap profile after the run, for
+// `go tool pprof -sample_index=inuse_space FILE`.
+func saveHeapProfile(b *testing.B, url string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Logf("heap profile: %v", err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	f, err := os.CreateTemp("", "stepwise-bench-scale-heap-*.pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Logf("heap profile: %v", err)
+		return
+	}
+	b.Logf("manager heap profile: %s", f.Name())
 }
 
 func scaleCloneSet(ns, name string, replicas int) *stepwisev1.CloneSet {
