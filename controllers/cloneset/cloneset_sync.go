@@ -299,10 +299,6 @@ func (r *Reconciler) inPlaceSpec(pod *corev1.Pod, revs *revisionSet, target *app
 // next container batch, completion) and records what happened.
 func (r *Reconciler) refreshPod(ctx context.Context, round *syncRound, key types.NamespacedName, pod *corev1.Pod) (time.Duration, error) {
 	cs := round.cs
-	var startedAt time.Time
-	if state, err := inplace.ParseState(pod); err == nil && state != nil {
-		startedAt = state.UpdateTimestamp.Time
-	}
 	res := r.engine.Refresh(ctx, pod)
 	if res.CorruptState != nil {
 		return r.redrive(ctx, round, key, pod, res.CorruptState)
@@ -313,8 +309,10 @@ func (r *Reconciler) refreshPod(ctx context.Context, round *syncRound, key types
 	r.expectWritten(key, res.Pod)
 	if res.Phase == inplace.PhaseCompleted {
 		r.Metrics.InPlaceUpdatesSucceeded.WithLabelValues(cs.Namespace, cs.Name).Inc()
-		if !startedAt.IsZero() {
-			r.Metrics.InPlaceUpdateDuration.WithLabelValues(cs.Namespace, cs.Name).Observe(round.now.Sub(startedAt).Seconds())
+		// Refresh leaves pod as read, so its records still say when the
+		// update began; read only for the few Pods that just completed.
+		if state, err := inplace.ParseState(pod); err == nil && state != nil && !state.UpdateTimestamp.IsZero() {
+			r.Metrics.InPlaceUpdateDuration.WithLabelValues(cs.Namespace, cs.Name).Observe(round.now.Sub(state.UpdateTimestamp.Time).Seconds())
 		}
 	}
 	return res.Delay, nil
