@@ -136,12 +136,14 @@ SCALE_PODS         ?= 1000
 SCALE_ROLLOUTS     ?= 200
 SCALE_ROLLOUT_PODS ?= 4
 SCALE_ANALYSIS     ?= 6
+# Flags for the manager besides its defaults, e.g. --cloneset-concurrency=16.
+SCALE_MANAGER_ARGS ?=
 
 .PHONY: bench-scale
 bench-scale: test-assets ## 10 CloneSets x 1000 Pods updated at once while 200 Rollouts step with analysis; wall time, writes/Pod, RSS, step reaction, queries/s, reconciles/s, queue depth.
 	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 120m \
 		-args -scale-clonesets=$(SCALE_CLONESETS) -scale-pods=$(SCALE_PODS) -scale-rollouts=$(SCALE_ROLLOUTS) \
-		-scale-rollout-pods=$(SCALE_ROLLOUT_PODS) -scale-analysis-count=$(SCALE_ANALYSIS)
+		-scale-rollout-pods=$(SCALE_ROLLOUT_PODS) -scale-analysis-count=$(SCALE_ANALYSIS) -scale-manager-args="$(SCALE_MANAGER_ARGS)"
 
 # Controllers bench-compare runs, in order (see test/bench/compare_bench_test.go).
 COMPARE ?= stepwise,deployment,kruise,kruise-noqps

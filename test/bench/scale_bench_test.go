@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,7 @@ var (
 	scaleAnalysis     = flag.Int("scale-analysis-count", 6, "BenchmarkScale: measurements of the analysis step, one every 10 s")
 	scaleTimeout      = flag.Duration("scale-timeout", 40*time.Minute, "BenchmarkScale: bound of the creation and of the update")
 	scaleReport       = flag.String("scale-report", "", "BenchmarkScale: write the report here as well")
+	scaleManagerArgs  = flag.String("scale-manager-args", "", "BenchmarkScale: more flags for the manager, space-separated (--cloneset-concurrency=16)")
 	scaleSampleEvery  = 2 * time.Second
 	scaleAnalysisTick = 10 * time.Second
 )
@@ -122,7 +124,7 @@ func BenchmarkScale(b *testing.B) {
 	b.Cleanup(prom.Stop)
 
 	pprofAddr := freeAddr(b)
-	proc := startStepwise(b, cluster.Kubeconfig, "--pprof-bind-address", pprofAddr)
+	proc := startStepwise(b, cluster.Kubeconfig, append([]string{"--pprof-bind-address", pprofAddr}, strings.Fields(*scaleManagerArgs)...)...)
 
 	// Create everything, then wait until every Pod is ready and every
 	// Rollout Healthy on image v1.
@@ -654,6 +656,9 @@ func (r scaleReportData) write(w *bytes.Buffer) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%d ms", d.Milliseconds()) }
 	fmt.Fprintf(w, "Scale run %s: %d CloneSets x %d Pods updated at once (maxUnavailable 100%%), %d Rollouts x %d Pods with analysis (%d measurements, one per %s); %d Pods on %d kwok nodes; load %s before, %s after.\n\n",
 		r.when.Format("2006-01-02 15:04 MST"), r.nBig, r.perBig, r.nRoll, r.perRoll, *scaleAnalysis, scaleAnalysisTick, total, r.nodes, r.loadBefore, r.loadAfter)
+	if *scaleManagerArgs != "" {
+		fmt.Fprintf(w, "- manager flags besides the defaults: %s\n", *scaleManagerArgs)
+	}
 	fmt.Fprintf(w, "- creation of all Pods and Rollouts until ready/Healthy: %s\n", r.created.Round(time.Second))
 	fmt.Fprintf(w, "- the %d image patches took %s\n", r.nBig+r.nRoll, r.patched.Round(time.Millisecond))
 	fmt.Fprintf(w, "- wall time, big CloneSets all updated and ready: %s\n", r.bigWall.Round(100*time.Millisecond))
