@@ -163,9 +163,12 @@ bench-compare: test-assets kruise-manager ## The same image change of $(PODS) Po
 SMOKE_COMPARE ?= stepwise,deployment,kruise
 
 .PHONY: bench-smoke
-bench-smoke: test-assets $(if $(findstring kruise,$(SMOKE_COMPARE)),kruise-manager) ## bench-compare at 20 Pods (CI: keeps the benchmarks from rotting; about a minute of test time).
+bench-smoke: test-assets $(if $(findstring kruise,$(SMOKE_COMPARE)),kruise-manager) ## bench-compare at 20 Pods and bench-scale at 28 (CI: keeps the benchmarks from rotting; about a minute and a half of test time).
 	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 15m \
 		-args -pods=20 -compare=$(SMOKE_COMPARE)
+	@# bench-scale at 28 Pods and 2 Rollouts (one Prometheus query each): about 30 s.
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 10m \
+		-args -scale-clonesets=1 -scale-pods=20 -scale-rollouts=2 -scale-analysis-count=1 -scale-timeout=5m
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
