@@ -133,6 +133,25 @@ demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 prom
 bench: test-assets ## In-place update of $(PODS) Pods on one kwok cluster; prints wall time, writes/Pod, RSS.
 	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkInPlaceUpdate -benchtime 1x -timeout 30m -args -pods=$(PODS)
 
+# bench-scale's sizes: SCALE_CLONESETS CloneSets of SCALE_PODS Pods updated
+# at once, while SCALE_ROLLOUTS Rollouts, each over a CloneSet of
+# SCALE_ROLLOUT_PODS Pods, step with SCALE_ANALYSIS measurements (one every
+# 10 s) against one Prometheus. Set them on the command line or in the
+# environment: make bench-scale SCALE_PODS=100 SCALE_ROLLOUTS=20
+SCALE_CLONESETS    ?= 10
+SCALE_PODS         ?= 1000
+SCALE_ROLLOUTS     ?= 200
+SCALE_ROLLOUT_PODS ?= 4
+SCALE_ANALYSIS     ?= 6
+# Flags for the manager besides its defaults, e.g. --cloneset-concurrency=16.
+SCALE_MANAGER_ARGS ?=
+
+.PHONY: bench-scale
+bench-scale: test-assets ## 10 CloneSets x 1000 Pods updated at once while 200 Rollouts step with analysis; wall time, writes/Pod, RSS, step reaction, queries/s, reconciles/s, queue depth.
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 120m \
+		-args -scale-clonesets=$(SCALE_CLONESETS) -scale-pods=$(SCALE_PODS) -scale-rollouts=$(SCALE_ROLLOUTS) \
+		-scale-rollout-pods=$(SCALE_ROLLOUT_PODS) -scale-analysis-count=$(SCALE_ANALYSIS) -scale-manager-args="$(SCALE_MANAGER_ARGS)"
+
 # Controllers bench-compare runs, in order (see test/bench/compare_bench_test.go).
 COMPARE ?= stepwise,deployment,kruise,kruise-noqps
 
@@ -151,9 +170,12 @@ bench-compare: test-assets kruise-manager ## The same image change of $(PODS) Po
 SMOKE_COMPARE ?= stepwise,deployment,kruise
 
 .PHONY: bench-smoke
-bench-smoke: test-assets $(if $(findstring kruise,$(SMOKE_COMPARE)),kruise-manager) ## bench-compare at 20 Pods (CI: keeps the benchmarks from rotting; about a minute of test time).
+bench-smoke: test-assets $(if $(findstring kruise,$(SMOKE_COMPARE)),kruise-manager) ## bench-compare at 20 Pods and bench-scale at 28 (CI: keeps the benchmarks from rotting; about a minute and a half of test time).
 	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 15m \
 		-args -pods=20 -compare=$(SMOKE_COMPARE)
+	@# bench-scale at 28 Pods and 2 Rollouts (one Prometheus query each): about 30 s.
+	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 10m \
+		-args -scale-clonesets=1 -scale-pods=20 -scale-rollouts=2 -scale-analysis-count=1 -scale-timeout=5m
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.

@@ -36,6 +36,7 @@ func run() error {
 	flag.StringVar(&opts.Metrics.CertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for /metrics; a self-signed certificate when empty.")
 	flag.BoolVar(&opts.Metrics.EnableHTTP2, "enable-http2", false, "Offer HTTP/2 on the metrics endpoint (off: HTTP/2 Rapid Reset, CVE-2023-44487).")
 	flag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	flag.StringVar(&opts.PprofBindAddress, "pprof-bind-address", "", "Address of Go's /debug/pprof profiles, such as 127.0.0.1:8082; empty disables them. They are served to anyone who can connect.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; the Pod's namespace when empty.")
 	flag.IntVar(&opts.CloneSetConcurrency, "cloneset-concurrency", manager.DefaultCloneSetConcurrency, "CloneSets reconciled in parallel.")

@@ -155,10 +155,11 @@ func describePartition(p *intstr.IntOrString) string {
 	return p.String()
 }
 
-// governance lists the namespace's Rollouts from the cache.
+// governance lists the Rollouts that name the CloneSet, from the cache
+// (governorIndex).
 func (r *Reconciler) governance(ctx context.Context, cs *stepwisev1.CloneSet) (governance, error) {
 	var list stepwisev1.RolloutList
-	if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace)); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingFields{governorIndex: cs.Name}); err != nil {
 		return governance{}, fmt.Errorf("listing Rollouts: %w", err)
 	}
 	return governanceOf(cs, list.Items), nil

@@ -232,6 +232,11 @@ func (r *Reconciler) syncLifecycle(ctx context.Context, round *syncRound, key ty
 			latest = written
 		}
 		if step.serveReason != "" {
+			if latest == pod {
+				// The patch's answer is decoded into latest: never into
+				// the cache's Pod (see ownedPods).
+				latest = pod.DeepCopy()
+			}
 			if err := r.patchHookReadiness(ctx, latest, corev1.ConditionTrue, step.serveReason,
 				"lifecycle state "+lifecycleState(latest)+": back in service", round.now); err != nil {
 				return err

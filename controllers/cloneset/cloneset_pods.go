@@ -18,10 +18,18 @@ import (
 	"github.com/stepwise-dev/stepwise/pkg/inplace"
 )
 
-// ownedPods lists the Pods this CloneSet controls, from the cache.
+// ownedPods lists the Pods this CloneSet controls, from the cache, without
+// copying them: the Pods it returns share their labels, annotations,
+// conditions and container statuses with the cache, so nothing may change
+// them. Every write goes to a copy (the engine, setLifecycleState,
+// labelRevisionHashes, syncLifecycle), and a client call that decodes its
+// answer into its object (Patch, Update) is only ever given one. Copying
+// each Pod of the CloneSet at every reconcile was 44% of the manager's CPU
+// with 1000 Pods per CloneSet (make bench-scale, CPU profile).
 func (r *Reconciler) ownedPods(ctx context.Context, cs *stepwisev1.CloneSet, selector labels.Selector) ([]*corev1.Pod, error) {
 	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingLabelsSelector{Selector: selector},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	pods := make([]*corev1.Pod, 0, len(list.Items))

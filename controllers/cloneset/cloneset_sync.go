@@ -33,15 +33,17 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	if err := r.labelRevisionHashes(ctx, round, key); err != nil {
 		return 0, err
 	}
+	var refreshes []podTask
 	for _, pod := range round.pods {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		delay, err := r.refreshPod(ctx, round, key, pod)
-		if err != nil {
-			return 0, err
-		}
-		requeue.at(delay)
+		refreshes = append(refreshes, func(round *syncRound) (time.Duration, error) {
+			return r.refreshPod(ctx, round, key, pod)
+		})
+	}
+	if err := writePods(round, &requeue, refreshes); err != nil {
+		return 0, err
 	}
 
 	input := r.planInput(cs, round)
@@ -67,19 +69,19 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 		return 0, err
 	}
 	updates, rollbacks, more := limitMoves(p.Update, p.Rollback, maxMovesPerRound)
+	var moves []podTask
 	for _, name := range updates {
-		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.update)
-		if err != nil {
-			return 0, err
-		}
-		requeue.at(delay)
+		moves = append(moves, func(round *syncRound) (time.Duration, error) {
+			return r.movePod(ctx, round, key, round.podsByName[name], round.revs.update)
+		})
 	}
 	for _, name := range rollbacks {
-		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.current)
-		if err != nil {
-			return 0, err
-		}
-		requeue.at(delay)
+		moves = append(moves, func(round *syncRound) (time.Duration, error) {
+			return r.movePod(ctx, round, key, round.podsByName[name], round.revs.current)
+		})
+	}
+	if err := writePods(round, &requeue, moves); err != nil {
+		return 0, err
 	}
 	if more {
 		// The moves' own watch events bring the next round; this is the
@@ -297,10 +299,6 @@ func (r *Reconciler) inPlaceSpec(pod *corev1.Pod, revs *revisionSet, target *app
 // next container batch, completion) and records what happened.
 func (r *Reconciler) refreshPod(ctx context.Context, round *syncRound, key types.NamespacedName, pod *corev1.Pod) (time.Duration, error) {
 	cs := round.cs
-	var startedAt time.Time
-	if state, err := inplace.ParseState(pod); err == nil && state != nil {
-		startedAt = state.UpdateTimestamp.Time
-	}
 	res := r.engine.Refresh(ctx, pod)
 	if res.CorruptState != nil {
 		return r.redrive(ctx, round, key, pod, res.CorruptState)
@@ -311,8 +309,10 @@ func (r *Reconciler) refreshPod(ctx context.Context, round *syncRound, key types
 	r.expectWritten(key, res.Pod)
 	if res.Phase == inplace.PhaseCompleted {
 		r.Metrics.InPlaceUpdatesSucceeded.WithLabelValues(cs.Namespace, cs.Name).Inc()
-		if !startedAt.IsZero() {
-			r.Metrics.InPlaceUpdateDuration.WithLabelValues(cs.Namespace, cs.Name).Observe(round.now.Sub(startedAt).Seconds())
+		// Refresh leaves pod as read, so its records still say when the
+		// update began; read only for the few Pods that just completed.
+		if state, err := inplace.ParseState(pod); err == nil && state != nil && !state.UpdateTimestamp.IsZero() {
+			r.Metrics.InPlaceUpdateDuration.WithLabelValues(cs.Namespace, cs.Name).Observe(round.now.Sub(state.UpdateTimestamp.Time).Seconds())
 		}
 	}
 	return res.Delay, nil

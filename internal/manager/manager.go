@@ -67,6 +67,10 @@ type Options struct {
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns
 	// them off.
 	HealthProbeBindAddress string
+	// PprofBindAddress serves Go's /debug/pprof profiles (heap, CPU,
+	// goroutines), for finding where memory and time go; "" or "0" turns
+	// them off. Bind it to loopback: profiles are served to anyone.
+	PprofBindAddress string
 	// LeaderElection elects one replica to reconcile, with a Lease named
 	// LeaderElectionID in LeaderElectionNamespace (the Pod's namespace when
 	// empty).
@@ -158,6 +162,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		Scheme:                  scheme,
 		Metrics:                 metricsServer,
 		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		PprofBindAddress:        opts.PprofBindAddress,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,

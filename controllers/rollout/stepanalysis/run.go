@@ -16,8 +16,14 @@ import (
 )
 
 // Settle is the requeue once a verdict is reached, so that the step
-// decision acts on it at once rather than at the next event.
-const Settle = time.Second
+// decision acts on it at once rather than at the next event: the verdict's
+// status write has landed when the reconcile returns, and the next one
+// reads the Rollout fresh. It is not zero only because a zero requeue means
+// none. (It was a second, which alone made every analysis-gated step take
+// over a second to move on: make bench-scale times it.) No loop can come of
+// it: a decided verdict is acted on by the next decision, which never asks
+// for the analysis to run again.
+const Settle = 10 * time.Millisecond
 
 // Input is what one round of a step's analysis reads.
 type Input struct {

@@ -1,0 +1,159 @@
+package compare
+
+import (
+	"bufio"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The scale benchmark (make bench-scale) watches many Rollouts step and
+// samples the manager's and Prometheus' own /metrics over time. What it
+// computes from those observations lives here, pure, so that it is tested
+// without a cluster.
+
+// Percentile is the p-th percentile (0..100) of ds by the nearest-rank
+// method: the smallest value with at least p% of the values at or below
+// it. 0 for an empty list.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	rank = min(max(rank, 1), len(s))
+	return s[rank-1]
+}
+
+// Thresholds records, for a count that grows, the first moment it reached
+// each value: First(k) is when k was first reached. A count that falls and
+// rises again keeps its first moments.
+type Thresholds struct {
+	at []time.Time // at[k-1]: first time the count was >= k
+}
+
+// Observe records the count seen at a moment.
+func (t *Thresholds) Observe(count int, at time.Time) {
+	for len(t.at) < count {
+		t.at = append(t.at, at)
+	}
+}
+
+// First is when the count first reached k (k >= 1); ok is false when it
+// never did.
+func (t *Thresholds) First(k int) (time.Time, bool) {
+	if k < 1 || k > len(t.at) {
+		return time.Time{}, false
+	}
+	return t.at[k-1], true
+}
+
+// Sample is one scrape of counters and gauges, keyed by SeriesKey.
+type Sample struct {
+	At     time.Time
+	Values map[string]float64
+}
+
+// SumSeries reads a Prometheus text exposition and sums, per wanted
+// metric, the samples whose labels contain every one of its matchers
+// (`name="value"` strings). wanted maps a result key to the metric name and
+// matchers.
+func SumSeries(r io.Reader, wanted map[string]SeriesMatch) (map[string]float64, error) {
+	out := make(map[string]float64, len(wanted))
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name := line
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name = line[:i]
+		}
+		for key, m := range wanted {
+			if name != m.Metric || !m.matches(line) {
+				continue
+			}
+			fields := strings.Fields(line)
+			v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+			if err != nil {
+				continue
+			}
+			out[key] += v
+		}
+	}
+	return out, sc.Err()
+}
+
+// SeriesMatch picks series of one metric by label matchers such as
+// `controller="cloneset"`.
+type SeriesMatch struct {
+	Metric string
+	Labels []string
+}
+
+func (m SeriesMatch) matches(line string) bool {
+	for _, l := range m.Labels {
+		if !strings.Contains(line, l) {
+			return false
+		}
+	}
+	return true
+}
+
+// RatePoint is a counter's rate over one interval between two samples.
+type RatePoint struct {
+	From, To time.Time
+	PerSec   float64
+}
+
+// Rates turns the counter key of consecutive samples into per-second
+// rates; a counter that went down (a restart) counts from zero.
+func Rates(samples []Sample, key string) []RatePoint {
+	var out []RatePoint
+	for i := 1; i < len(samples); i++ {
+		a, b := samples[i-1], samples[i]
+		dt := b.At.Sub(a.At).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		d := b.Values[key] - a.Values[key]
+		if d < 0 {
+			d = b.Values[key]
+		}
+		out = append(out, RatePoint{From: a.At, To: b.At, PerSec: d / dt})
+	}
+	return out
+}
+
+// MaxRate is the highest rate of points; MeanRate the counter's increase
+// over the whole series per second.
+func MaxRate(points []RatePoint) float64 {
+	m := 0.0
+	for _, p := range points {
+		m = max(m, p.PerSec)
+	}
+	return m
+}
+
+// MeanRate is the average rate over the points' whole span.
+func MeanRate(points []RatePoint) float64 {
+	if len(points) == 0 {
+		return 0
+	}
+	var total, secs float64
+	for _, p := range points {
+		s := p.To.Sub(p.From).Seconds()
+		total += p.PerSec * s
+		secs += s
+	}
+	if secs == 0 {
+		return 0
+	}
+	return total / secs
+}
