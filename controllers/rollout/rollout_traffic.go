@@ -199,6 +199,7 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 		i := *st.CurrentStepIndex
 		tin.Mode, tin.Step = traffic.Stepping, &ro.Spec.Steps[i]
 		tin.StepReady = step.GateOpen(in.Workload, in.Steps[i])
+		tin.StepKeepsNoStablePod = in.Steps[i].Pods == 0
 		if tin.StepReady {
 			stepIdx = &i
 		}
@@ -234,6 +235,10 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 		next.Step = stepIdx
 	}
 	st.Traffic = next
+	if !res.Accepted && res.Waiting != "" && st.Reason == v1alpha1.ReasonWaitingForTraffic {
+		// Say which Gateway holds the step, not only that one does.
+		st.Message = fmt.Sprintf("%s: %s", st.Message, res.Waiting)
+	}
 	log.FromContext(ctx).V(1).Info("traffic", "weight", res.Weight, "matches", res.Matches, "accepted", res.Accepted, "why", plan.Why)
 	if previous == nil || previous.CanaryWeight != next.CanaryWeight || previous.Matches != next.Matches {
 		if next.CanaryWeight == 0 && next.Matches == 0 {

@@ -38,6 +38,9 @@ type Input struct {
 	// CanaryPods counts the Pods on the canary revision, ready or not: an
 	// abort is over once it is 0.
 	CanaryPods int32
+	// StepKeepsNoStablePod: the step's partition leaves no Pod on the
+	// stable revision (partition 0), so every stable Pod is about to leave.
+	StepKeepsNoStablePod bool
 }
 
 // Plan is what the routes and Services must carry.
@@ -79,7 +82,12 @@ func (p Plan) Shifted() bool { return p.CanaryWeight > 0 || len(p.Matches) > 0 }
 //     step, before any Pod moves. Once the step is ready, its traffic
 //     (unset: the canary's share of ready Pods) and matches; before that,
 //     the weight the routes carry (a step never raises the weight before
-//     its Pods are ready) and the step's matches.
+//     its Pods are ready) and the step's matches. Except for a step that
+//     keeps no stable Pod: all weight goes to the ready canary Pods from
+//     the round that starts it, before the stable Pods drain. Waiting for
+//     them to become unready left the stable Service without a ready
+//     endpoint while the route still sent it requests (Traefik answered
+//     503 on the real node).
 //   - Whatever the above: no weight and no match for a canary without a
 //     ready Pod, and all weight to it when the stable revision has none
 //     ready (partition 0), so no request goes to a Service without
@@ -111,6 +119,10 @@ func Decide(in Input) Plan {
 		p.Why = "waiting for the step's Pods"
 		if in.Step != nil {
 			p.Matches = in.Step.Matches
+			if in.StepKeepsNoStablePod {
+				p.CanaryWeight = 100
+				p.Why = "the step moves every stable Pod to the canary"
+			}
 			if in.StepReady {
 				switch {
 				case in.Step.Traffic != nil:

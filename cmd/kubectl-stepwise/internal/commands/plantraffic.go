@@ -26,7 +26,7 @@ func planStepTraffic(r *stepwisev1.Rollout, replicas int32) (*cli.TrafficPlan, e
 		p := traffic.Decide(traffic.Input{
 			Mode: traffic.Stepping, Step: &r.Spec.Steps[i], StepReady: true,
 			StableReady: stable, CanaryReady: replicas - stable, Previous: previous,
-			StableRevision: "stable", CanaryRevision: "canary",
+			StableRevision: "stable", CanaryRevision: "canary", StepKeepsNoStablePod: stable == 0,
 		})
 		previous = p.CanaryWeight
 		out.Steps = append(out.Steps, cli.StepTraffic{Weight: p.CanaryWeight, Matches: p.Matches, Why: p.Why})
