@@ -606,7 +606,7 @@ func (r *recorder) measurements(g Gomega) []stepwisev1.Measurement {
 	var out []stepwisev1.Measurement
 	for _, st := range r.statuses {
 		for _, m := range st.Measurements {
-			key := fmt.Sprintf("%s/%d/%s/%s/%s", m.Metric, m.Step, m.Time.UTC().Format(time.RFC3339), m.Phase, m.Value)
+			key := measurementKey(m)
 			if !seen[key] {
 				seen[key] = true
 				out = append(out, m)
@@ -614,6 +614,11 @@ func (r *recorder) measurements(g Gomega) []stepwisev1.Measurement {
 		}
 	}
 	return out
+}
+
+// measurementKey identifies a measurement across the statuses it appears in.
+func measurementKey(m stepwisev1.Measurement) string {
+	return fmt.Sprintf("%s/%d/%s/%s/%s", m.Metric, m.Step, m.Time.UTC().Format(time.RFC3339), m.Phase, m.Value)
 }
 
 // analysisRuns lists each analysis run seen, as "<step>/<revision>/<startedAt>".
