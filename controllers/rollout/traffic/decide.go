@@ -82,16 +82,15 @@ func (p Plan) Shifted() bool { return p.CanaryWeight > 0 || len(p.Matches) > 0 }
 //     step, before any Pod moves. Once the step is ready, its traffic
 //     (unset: the canary's share of ready Pods) and matches; before that,
 //     the weight the routes carry (a step never raises the weight before
-//     its Pods are ready) and the step's matches. Except for a step that
-//     keeps no stable Pod: all weight goes to the ready canary Pods from
-//     the round that starts it, before the stable Pods drain. Waiting for
-//     them to become unready left the stable Service without a ready
-//     endpoint while the route still sent it requests (Traefik answered
-//     503 on the real node).
-//   - Whatever the above: no weight and no match for a canary without a
-//     ready Pod, and all weight to it when the stable revision has none
-//     ready (partition 0), so no request goes to a Service without
-//     endpoints while the other has some.
+//     its Pods are ready) and the step's matches.
+//   - Whatever the above, no Service gets requests that the Pods staying
+//     behind it cannot serve: no weight and no match for a canary without
+//     a ready Pod, and all weight to it when no ready stable Pod stays,
+//     either none is ready or the step keeps none (partition 0: from the
+//     round that starts it, before the stable Pods drain; waiting for them
+//     to become unready left the stable Service without a ready endpoint
+//     while the route still sent it requests, and Traefik answered 503 on
+//     the real node).
 func Decide(in Input) Plan {
 	stable := in.StableRevision
 	canary := in.CanaryRevision
@@ -119,10 +118,6 @@ func Decide(in Input) Plan {
 		p.Why = "waiting for the step's Pods"
 		if in.Step != nil {
 			p.Matches = in.Step.Matches
-			if in.StepKeepsNoStablePod {
-				p.CanaryWeight = 100
-				p.Why = "the step moves every stable Pod to the canary"
-			}
 			if in.StepReady {
 				switch {
 				case in.Step.Traffic != nil:
@@ -135,11 +130,18 @@ func Decide(in Input) Plan {
 			}
 		}
 	}
+	// No Service gets requests that the Pods staying behind it cannot
+	// serve: a step that keeps no stable Pod leaves none behind the stable
+	// Service, ready or not yet drained.
+	stableStaying := in.StableReady
+	if in.Mode == Stepping && in.StepKeepsNoStablePod {
+		stableStaying = 0
+	}
 	switch {
 	case in.CanaryReady == 0:
 		p.CanaryWeight, p.Matches = 0, nil
 		p.Why += "; no ready canary Pod"
-	case in.StableReady == 0:
+	case stableStaying == 0:
 		p.CanaryWeight = 100
 		p.Why += "; no ready stable Pod"
 	}
