@@ -12,8 +12,10 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,10 +25,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
 )
@@ -77,6 +81,11 @@ type Reconciler struct {
 	// CloneSet, which the manager's client would read live. Set by
 	// SetupWithManager; Client when unset.
 	cache client.Reader
+	// routesWatched and grantsWatched: HTTPRoutes and ReferenceGrants are
+	// watched (their CRDs were installed when the manager started), so
+	// waiting for a Gateway's acceptance or a missing grant needs no
+	// requeue. Set by SetupWithManager.
+	routesWatched, grantsWatched bool
 }
 
 // RBAC: only the verbs the code calls. The Rollout is read fresh (get) and
@@ -116,8 +125,8 @@ type Reconciler struct {
 // SetupWithManager wires the reconciler. Rollouts are watched for spec and
 // annotation changes (requests) and, for the other Rollouts of the same
 // workload, for their deletion; the workloads they drive for any change,
-// mapped back through a field index; the Services their traffic routing
-// names, by metadata, through another; time-driven work (pauses,
+// mapped back through a field index; the Services, HTTPRoutes and
+// ReferenceGrants their traffic routing reads, by metadata, through another; time-driven work (pauses,
 // measurements, deadlines) is requeued, nothing is polled. OpenKruise's
 // CloneSet is watched only when its CRD is installed at start.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
@@ -136,8 +145,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, workloadIndex, indexWorkload); err != nil {
 		return fmt.Errorf("indexing Rollouts by workload: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, serviceIndex, indexServices); err != nil {
-		return fmt.Errorf("indexing Rollouts by Service: %w", err)
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, trafficIndex, indexTraffic); err != nil {
+		return fmt.Errorf("indexing Rollouts by traffic object: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("rollout").
@@ -148,25 +157,58 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod), builder.WithPredicates(podMoved)).
 		// A Service re-applied by git during a release gets its revision
 		// key back at once; only metadata is cached, the selector is read
-		// fresh.
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfService), builder.OnlyMetadata).
+		// fresh. HTTPRoutes and ReferenceGrants likewise, below.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfTraffic("Service")), builder.OnlyMetadata).
 		// The next Rollout of a workload takes over when the one driving it goes.
 		Watches(&v1alpha1.Rollout{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(goingAway)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 
 	kruise := workload.KruiseCloneSetGVK
-	_, err := mgr.GetRESTMapper().RESTMapping(kruise.GroupKind(), kruise.Version)
+	installed, err := crdInstalled(mgr, kruise)
 	switch {
-	case err == nil:
+	case err != nil:
+		return err
+	case installed:
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(kruise)
 		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(kruise)))
-	case apimeta.IsNoMatchError(err):
-		mgr.GetLogger().Info("OpenKruise CloneSet CRD not installed: not watching apps.kruise.io CloneSets (restart the manager after installing it)")
 	default:
-		return fmt.Errorf("looking up %s: %w", kruise, err)
+		mgr.GetLogger().Info("OpenKruise CloneSet CRD not installed: not watching apps.kruise.io CloneSets (restart the manager after installing it)")
+	}
+	// Traffic routing's Gateway API objects, by their metadata, through the
+	// same index as the Services.
+	for _, w := range []struct {
+		gvk     schema.GroupVersionKind
+		watched *bool
+	}{
+		{gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"), &r.routesWatched},
+		{traffic.ReferenceGrantGVK, &r.grantsWatched},
+	} {
+		if *w.watched, err = crdInstalled(mgr, w.gvk); err != nil {
+			return err
+		}
+		if !*w.watched {
+			mgr.GetLogger().Info("Gateway API CRD not installed: not watching it (restart the manager after installing it)", "kind", w.gvk.Kind)
+			continue
+		}
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(w.gvk)
+		b = b.Watches(m, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfTraffic(w.gvk.Kind)), builder.OnlyMetadata)
 	}
 	return b.Complete(r)
+}
+
+// crdInstalled reports whether the API server serves gvk (a CRD that may
+// not be installed).
+func crdInstalled(mgr ctrl.Manager, gvk schema.GroupVersionKind) (bool, error) {
+	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case err == nil:
+		return true, nil
+	case apimeta.IsNoMatchError(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("looking up %s: %w", gvk, err)
 }
 
 // round is one reconcile's observations and results, from fetch to status.

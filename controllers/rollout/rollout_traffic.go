@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -23,61 +24,91 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 )
 
-// RBAC for traffic routing: the stable and canary Services are read fresh
-// (get), watched by their metadata (list, watch: a GitOps tool
-// re-applying one during a release is noticed at once), their selectors
-// applied (patch, which also drops Stepwise's managed fields at rest) and
-// the canary Service created by an apply (create); HTTPRoutes are read
-// fresh (get), their rules applied (patch), Stepwise's canary routes
-// created by an apply (create) and deleted when no match is left;
-// Gateways are read (get) to know whether a route's parent exists and must
-// accept it; the ReferenceGrants of the Rollout's namespace are listed
-// fresh (list) when a route is in another namespace. Routes are not watched: their status is polled by requeue
-// while a step waits for it. The Rollout itself is patched for its
+// RBAC for traffic routing: the stable and canary Services and the
+// HTTPRoutes are read fresh (get) and watched by their metadata (list,
+// watch: a GitOps tool re-applying one during a release, or a Gateway
+// accepting a route, brings the Rollout back at once); the Services'
+// selectors applied (patch, which also drops Stepwise's managed fields at
+// rest) and the canary Service created by an apply (create); the routes'
+// rules applied (patch), Stepwise's canary routes created by an apply
+// (create) and deleted when no match is left; Gateways are read (get) to
+// know whether a route's parent exists and must accept it; the
+// ReferenceGrants of the Rollout's namespace are listed fresh when a route
+// is in another namespace, and watched by their metadata so that a grant
+// created later resumes the Rollout. The Rollout itself is patched for its
 // finalizer; the canary Service and route it owns carry no
 // blockOwnerDeletion, which would need rollouts/finalizers.
 //
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;create;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=referencegrants,verbs=list
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=referencegrants,verbs=list;watch
 // +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=patch
 
-// serviceIndex indexes Rollouts by the Services their traffic routing
-// names (stable and canary), in the Rollout's namespace.
-const serviceIndex = "spec.trafficRouting.services"
+// trafficIndex indexes Rollouts by the objects their traffic routing reads
+// (trafficKey): the stable and canary Services, the routes it names and
+// Stepwise's canary routes beside them, and, when a route is in another
+// namespace, the Rollout's namespace for its ReferenceGrants (any name).
+const trafficIndex = "spec.trafficRouting.objects"
 
-func indexServices(obj client.Object) []string {
+// trafficKey is the index value of an object of kind: kind/namespace/name,
+// without the name for a ReferenceGrant (any grant of the namespace may
+// allow the route).
+func trafficKey(kind, namespace, name string) string {
+	if kind == traffic.ReferenceGrantGVK.Kind {
+		name = ""
+	}
+	return kind + "/" + namespace + "/" + name
+}
+
+func indexTraffic(obj client.Object) []string {
 	ro, ok := obj.(*v1alpha1.Rollout)
 	if !ok || ro.Spec.TrafficRouting == nil {
 		return nil
 	}
 	tr := ro.Spec.TrafficRouting
-	return []string{tr.StableService, tr.CanaryService.Name}
+	keys := []string{trafficKey("Service", ro.Namespace, tr.StableService), trafficKey("Service", ro.Namespace, tr.CanaryService.Name)}
+	for _, ref := range tr.HTTPRoutes {
+		ns := ref.Namespace
+		if ns == "" {
+			ns = ro.Namespace
+		}
+		keys = append(keys, trafficKey("HTTPRoute", ns, ref.Name), trafficKey("HTTPRoute", ns, traffic.CanaryRouteName(ref.Name)))
+		if ns != ro.Namespace {
+			keys = append(keys, trafficKey(traffic.ReferenceGrantGVK.Kind, ro.Namespace, ""))
+		}
+	}
+	return keys
 }
 
-// rolloutsOfService maps a Service to the Rollouts whose traffic routing
-// names it, through serviceIndex on the cached Rollouts.
-func (r *Reconciler) rolloutsOfService(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list v1alpha1.RolloutList
-	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{serviceIndex: obj.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "listing the Rollouts of a Service", "service", obj.GetName())
-		return nil
+// rolloutsOfTraffic maps an object of kind (watched by its metadata) to the
+// Rollouts whose traffic routing reads it, through trafficIndex on the
+// cached Rollouts.
+func (r *Reconciler) rolloutsOfTraffic(kind string) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var list v1alpha1.RolloutList
+		if err := r.Client.List(ctx, &list, client.MatchingFields{trafficIndex: trafficKey(kind, obj.GetNamespace(), obj.GetName())}); err != nil {
+			log.FromContext(ctx).Error(err, "listing the Rollouts of a traffic object", "kind", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+		}
+		return reqs
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
-	}
-	return reqs
 }
 
-// trafficWait is how soon a round looks again at routes that a Gateway has
-// not accepted yet, or after it moved a step's traffic (the step's gate
-// then passes in the next round).
+// trafficWait is how soon a round looks again after it moved a step's
+// traffic (the step's gate then passes in the next round), and while a
+// Gateway has not accepted a route when routes are not watched (their CRD
+// was not installed when the manager started); watched, the Gateway's
+// status write brings the Rollout back.
 const trafficWait = 2 * time.Second
 
 // grantWait is how soon a Rollout whose cross-namespace route lacks a
-// ReferenceGrant looks for it again (grants are not watched).
+// ReferenceGrant looks for it again when grants are not watched (their CRD
+// was not installed when the manager started).
 const grantWait = 5 * time.Second
 
 // revisionLabel is the Pod label the Services select a revision by, and
@@ -92,7 +123,7 @@ func revisionLabel(ref v1alpha1.WorkloadReference) (string, func(string) string)
 }
 
 func (r *Reconciler) trafficApplier() *traffic.Applier {
-	return &traffic.Applier{Client: r.Client, Reader: r.APIReader, Scheme: r.Scheme}
+	return &traffic.Applier{Client: r.Client, Reader: r.APIReader}
 }
 
 // ensureTrafficFinalizer adds TrafficFinalizer to a Rollout with traffic
@@ -212,8 +243,12 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 		var missing *traffic.MissingGrantError
 		if errors.As(err, &missing) {
 			// Reported, not retried as an error: the grant's creation is
-			// not watched, so look again in a while.
-			return 0, &stallError{problem{reason: v1alpha1.ReasonReferenceGrantMissing, message: missing.Error(), requeue: grantWait}}
+			// watched; without that watch, look again in a while.
+			var requeue time.Duration
+			if !r.grantsWatched {
+				requeue = grantWait
+			}
+			return 0, &stallError{problem{reason: v1alpha1.ReasonReferenceGrantMissing, message: missing.Error(), requeue: requeue}}
 		}
 		return 0, err
 	}
@@ -259,7 +294,7 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	// that saw it before its Pods (a Stepwise CloneSet's Pods are not
 	// watched) looks again until the Services and routes are at rest.
 	aborting := tin.Mode == traffic.Aborted && !plan.AtRest()
-	if aborting || behind || !res.Accepted || (next.Step != nil && (previous == nil || !ptr.Equal(previous.Step, next.Step))) {
+	if aborting || behind || (!res.Accepted && !r.routesWatched) || (next.Step != nil && (previous == nil || !ptr.Equal(previous.Step, next.Step))) {
 		return trafficWait, nil
 	}
 	return 0, nil

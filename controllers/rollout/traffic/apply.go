@@ -52,7 +52,6 @@ const FieldManager = "stepwise-traffic"
 type Applier struct {
 	Client client.Client
 	Reader client.Reader
-	Scheme *runtime.Scheme
 }
 
 // Target is one Rollout's routing and what names a revision on its Pods.

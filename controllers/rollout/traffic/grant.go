@@ -69,9 +69,10 @@ func (e *MissingGrantError) Error() string {
 		e.Route, strings.Join(e.Services, ", "), e.Namespace, e.Namespace, routeNS, gatewayv1.GroupName, routeNS)
 }
 
-// referenceGrantListGVK is read at v1beta1, the version every Gateway API
-// install since v0.6 serves (v1 came later, with the same schema).
-var referenceGrantListGVK = schema.GroupVersionKind{Group: gatewayv1.GroupName, Version: "v1beta1", Kind: "ReferenceGrantList"}
+// ReferenceGrantGVK is read (and watched) at v1beta1, the version every
+// Gateway API install since v0.6 serves (v1 came later, with the same
+// schema).
+var ReferenceGrantGVK = schema.GroupVersionKind{Group: gatewayv1.GroupName, Version: "v1beta1", Kind: "ReferenceGrant"}
 
 // CheckGrants returns a MissingGrantError for the first route of t in
 // another namespace than the Services that may not send to both of them.
@@ -102,7 +103,7 @@ func (a *Applier) CheckGrants(ctx context.Context, t Target) error {
 
 func (a *Applier) listGrants(ctx context.Context, ns string) ([]gatewayv1.ReferenceGrant, error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(referenceGrantListGVK)
+	list.SetGroupVersionKind(ReferenceGrantGVK.GroupVersion().WithKind(ReferenceGrantGVK.Kind + "List"))
 	if err := a.Reader.List(ctx, list, client.InNamespace(ns)); err != nil {
 		if apimeta.IsNoMatchError(err) {
 			// No ReferenceGrant API: nothing can grant the reference.

@@ -117,7 +117,9 @@ func selectorOf(g Gomega, ns, name string) map[string]string {
 }
 
 // The whole cycle with traffic routing: weights and matches at each step,
-// a step reached only once the routes carry it, promotion moving the
+// git's re-applies of the Service and the route during a paused step
+// undone at once (both are watched), a step reached only once the routes
+// carry it, promotion moving the
 // stable Service before emptying the canary, an abort bringing the route
 // back to git's form as the canary rolls back, and a Rollout deleted
 // mid-rollout putting the route and Service back, with an Event.
@@ -185,6 +187,20 @@ func TestTrafficRoutingFollowsTheSteps(t *testing.T) {
 		g.Expect(c.Message).To(And(ContainSubstring("Service "+ns+"/web: spec.selector"), ContainSubstring(argo)))
 	})
 	waitForEvent(t, ns, "web", stepwisev1.EventTrafficConflict, "Service "+ns+"/web", argo)
+
+	// Git re-applies the route too, still during the paused step: the
+	// route watch brings the Rollout back, the weight is Stepwise's again,
+	// and TrafficConflict names the manager that took the rules.
+	applyAs(t, argo, gitRoute(ns))
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		w, _ := routeState(g, ns, git)
+		g.Expect(w).To(BeEquivalentTo(10), "the route re-applied by git during a paused step keeps git's weights")
+		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion), describe(ro))
+		c := condition(ro, stepwisev1.TrafficConflictCondition)
+		g.Expect(c).NotTo(BeNil(), describe(ro))
+		g.Expect(c.Message).To(And(ContainSubstring("HTTPRoute "+ns+"/web: spec.rules (weight 0, Stepwise set 10)"), ContainSubstring(argo)))
+	})
+	waitForEvent(t, ns, "web", stepwisev1.EventTrafficConflict, "HTTPRoute "+ns+"/web", argo)
 
 	annotate(t, ns, "web", stepwisev1.PromoteAtAnnotation)
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
