@@ -89,6 +89,11 @@ type Result struct {
 	Conflicts []string
 	// Applied is true when something was written.
 	Applied bool
+
+	// gateways are the parent Gateways looked up during this Apply, and
+	// whether each exists: a route and Stepwise's canary route beside it
+	// share their parents, which are read once.
+	gateways map[client.ObjectKey]bool
 }
 
 // Apply writes plan for t: Services first (so that a release pins the
@@ -98,7 +103,7 @@ type Result struct {
 func (a *Applier) Apply(ctx context.Context, t Target, plan Plan) (Result, error) {
 	ro := t.Rollout
 	tr := ro.Spec.TrafficRouting
-	res := Result{Accepted: true, Weight: 100}
+	res := Result{Accepted: true, Weight: 100, gateways: map[client.ObjectKey]bool{}}
 	stable := &corev1.Service{}
 	if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: ro.Namespace, Name: tr.StableService}, stable); err != nil {
 		return res, fmt.Errorf("getting stable Service %s: %w", tr.StableService, err)
@@ -406,13 +411,12 @@ func (a *Applier) accepted(ctx context.Context, route *gatewayv1.HTTPRoute, res 
 			continue
 		}
 		ns := string(ptr.Deref(p.Namespace, gatewayv1.Namespace(route.Namespace)))
-		gw := &metav1.PartialObjectMetadata{}
-		gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gatewayv1.GroupName, Version: "v1", Kind: "Gateway"})
-		if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: string(p.Name)}, gw); err != nil {
-			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
-				continue
-			}
-			return fmt.Errorf("getting Gateway %s/%s: %w", ns, p.Name, err)
+		exists, err := a.gatewayExists(ctx, client.ObjectKey{Namespace: ns, Name: string(p.Name)}, res)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			continue
 		}
 		ok := false
 		for _, s := range route.Status.Parents {
@@ -428,6 +432,25 @@ func (a *Applier) accepted(ctx context.Context, route *gatewayv1.HTTPRoute, res 
 		}
 	}
 	return nil
+}
+
+// gatewayExists reads a parent Gateway's metadata once per Apply.
+func (a *Applier) gatewayExists(ctx context.Context, key client.ObjectKey, res *Result) (bool, error) {
+	if exists, ok := res.gateways[key]; ok {
+		return exists, nil
+	}
+	gw := &metav1.PartialObjectMetadata{}
+	gw.SetGroupVersionKind(schema.GroupVersionKind{Group: gatewayv1.GroupName, Version: "v1", Kind: "Gateway"})
+	err := a.Reader.Get(ctx, key, gw)
+	switch {
+	case apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err):
+		res.gateways[key] = false
+	case err != nil:
+		return false, fmt.Errorf("getting Gateway %s: %w", key, err)
+	default:
+		res.gateways[key] = true
+	}
+	return res.gateways[key], nil
 }
 
 // otherManagers lists the managers other than FieldManager whose managed

@@ -154,11 +154,19 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 		t.Fatalf("canary route owners %v parents %v", matchRoute.OwnerReferences, matchRoute.Spec.ParentRefs)
 	}
 
-	// Steady: nothing to write.
+	// Steady: nothing to write, and five reads: the two Services, the
+	// route, Stepwise's canary route, and their one parent Gateway (absent
+	// here) once for both.
 	target.LastWeight, target.LastStable, target.LastCanary = 20, "web-aaa", "web-bbb"
+	counted := &countingReader{Reader: env.client}
+	a.Reader = counted
 	if res, err = a.Apply(ctx, target, shift); err != nil || res.Applied {
 		t.Fatalf("second apply wrote (%+v) or failed: %v", res, err)
 	}
+	if counted.gets != 5 {
+		t.Fatalf("a steady apply read %d objects, want 5", counted.gets)
+	}
+	a.Reader = env.client
 
 	// Git applies its Service again mid-release (Argo CD's server-side
 	// apply): the revision key is gone, and the next apply names who took
@@ -246,6 +254,17 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	if owners := selectorOwners(stable); !slices.Equal(owners, []string{gitManager}) {
 		t.Fatalf("stable selector owners at rest = %v, want git's %s alone", owners, gitManager)
 	}
+}
+
+// countingReader counts the objects read through it.
+type countingReader struct {
+	client.Reader
+	gets int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets++
+	return c.Reader.Get(ctx, key, obj, opts...)
 }
 
 // selectorOwners lists the managers that own a Service's spec.selector.
