@@ -17,8 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -27,6 +25,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/test/envtestenv"
+	"github.com/stepwise-dev/stepwise/test/gitmanifests"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
@@ -343,59 +342,17 @@ func (s *trafficStory) expectEndpoints(g Gomega, svc, revision string, want int)
 	g.Expect(all).To(Equal(podsOn), "endpoints of Service %s", svc)
 }
 
-// trafficService is the stable Service as git has it.
-func trafficService(ns string) *corev1.Service {
-	return &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: map[string]string{"app": "web", "app.kubernetes.io/instance": "shop"}},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": "web"},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
-		},
-	}
-}
-
-// trafficRoute is the route as git has it: a redirect rule of the team's
-// own, and the app's rule with a path match and a header filter, sending
-// to Service web without weights. Its parent Gateway does not exist (no
-// Gateway API implementation here), so no acceptance is waited for.
-func trafficRoute(ns string) *gatewayv1.HTTPRoute {
-	r := &gatewayv1.HTTPRoute{}
-	r.APIVersion, r.Kind = gatewayv1.GroupVersion.String(), "HTTPRoute"
-	r.Namespace, r.Name = ns, "web"
-	r.Spec.ParentRefs = []gatewayv1.ParentReference{{Name: "edge"}}
-	r.Spec.Hostnames = []gatewayv1.Hostname{"shop.example"}
-	r.Spec.Rules = []gatewayv1.HTTPRouteRule{
-		{
-			Name:    ptr.To(gatewayv1.SectionName("legacy")),
-			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchExact), Value: ptr.To("/old")}}},
-			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr.To("/")}}}},
-		},
-		{
-			Name:    ptr.To(gatewayv1.SectionName("app")),
-			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To("/")}}},
-			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "x-team", Value: "shop"}}}}},
-			BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
-				Name: "web", Port: ptr.To(gatewayv1.PortNumber(80)),
-			}}}},
-		},
-	}
-	return r
-}
+// trafficService and trafficRoute are git's Service and route
+// (gitmanifests). The route's parent Gateway does not exist (no Gateway API
+// implementation here), so no acceptance is waited for.
+var trafficService, trafficRoute = gitmanifests.Service, gitmanifests.Route
 
 // applyAsManager server-side applies obj whole as manager, with force, as
 // Flux does.
 func applyAsManager(t *testing.T, c client.Client, manager string, obj client.Object) {
 	t.Helper()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
+	if err := gitmanifests.Apply(t.Context(), c, manager, obj, true); err != nil {
 		t.Fatal(err)
-	}
-	delete(m, "status")
-	delete(m["metadata"].(map[string]any), "creationTimestamp")
-	u := &unstructured.Unstructured{Object: m}
-	if err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership); err != nil {
-		t.Fatalf("applying %s as %s: %v", obj.GetName(), manager, err)
 	}
 }
 

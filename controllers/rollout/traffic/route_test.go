@@ -9,6 +9,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/test/gitmanifests"
 )
 
 func backend(name string, port int32) gatewayv1.HTTPBackendRef {
@@ -19,26 +20,7 @@ func backend(name string, port int32) gatewayv1.HTTPBackendRef {
 
 // userRoute is what a team commits: a redirect rule of its own, and the
 // app's rule with a path match and a header filter, sending to Service web.
-func userRoute() *gatewayv1.HTTPRoute {
-	r := &gatewayv1.HTTPRoute{}
-	r.Namespace, r.Name = "shop", "web"
-	r.Spec.ParentRefs = []gatewayv1.ParentReference{{Name: "edge"}}
-	r.Spec.Hostnames = []gatewayv1.Hostname{"shop.example"}
-	r.Spec.Rules = []gatewayv1.HTTPRouteRule{
-		{
-			Name:    ptr.To(gatewayv1.SectionName("legacy")),
-			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchExact), Value: ptr.To("/old")}}},
-			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr.To("/")}}}},
-		},
-		{
-			Name:        ptr.To(gatewayv1.SectionName("app")),
-			Matches:     []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To("/")}}},
-			Filters:     []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "x-team", Value: "shop"}}}}},
-			BackendRefs: []gatewayv1.HTTPBackendRef{backend("web", 80)},
-		},
-	}
-	return r
-}
+func userRoute() *gatewayv1.HTTPRoute { return gitmanifests.Route("shop") }
 
 func TestSelectRule(t *testing.T) {
 	route := userRoute()

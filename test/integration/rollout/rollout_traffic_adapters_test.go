@@ -65,11 +65,7 @@ func TestTrafficRoutingSelectsByTheWorkloadsOwnRevisionLabel(t *testing.T) {
 			ro := newRollout(ns, "web", tc.ref,
 				stepAt(pct("50%"), pauseForPromote(), func(s *stepwisev1.RolloutStep) { s.Traffic = ptr.To[int32](30) }),
 				stepAt(num(0), func(s *stepwisev1.RolloutStep) { s.Traffic = ptr.To[int32](100) }))
-			ro.Spec.TrafficRouting = &stepwisev1.TrafficRouting{
-				StableService: "web",
-				CanaryService: stepwisev1.CanaryService{Name: "web-canary", Create: true},
-				HTTPRoutes:    []stepwisev1.HTTPRouteReference{{Name: "web"}},
-			}
+			ro.Spec.TrafficRouting = webRouting("")
 			createRollout(t, ro)
 			startController(t, ns)
 			eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {

@@ -10,8 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,75 +17,36 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
+	"github.com/stepwise-dev/stepwise/test/gitmanifests"
 )
 
 // gitManager plays a GitOps tool applying the team's manifests.
 const gitManager = "kustomize-controller"
 
-// gitRoute is what a team commits: a redirect rule of its own, and the
-// app's rule with a path match and a header filter, sending to Service web
-// without weights.
-func gitRoute(ns string) *gatewayv1.HTTPRoute {
-	r := &gatewayv1.HTTPRoute{}
-	r.APIVersion, r.Kind = gatewayv1.GroupVersion.String(), "HTTPRoute"
-	r.Namespace, r.Name = ns, "web"
-	r.Spec.ParentRefs = []gatewayv1.ParentReference{{Name: "edge"}}
-	r.Spec.Hostnames = []gatewayv1.Hostname{"shop.example"}
-	r.Spec.Rules = []gatewayv1.HTTPRouteRule{
-		{
-			Name:    ptr.To(gatewayv1.SectionName("legacy")),
-			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchExact), Value: ptr.To("/old")}}},
-			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestRedirect, RequestRedirect: &gatewayv1.HTTPRequestRedirectFilter{Path: &gatewayv1.HTTPPathModifier{Type: gatewayv1.FullPathHTTPPathModifier, ReplaceFullPath: ptr.To("/")}}}},
-		},
-		{
-			Name:    ptr.To(gatewayv1.SectionName("app")),
-			Matches: []gatewayv1.HTTPRouteMatch{{Path: &gatewayv1.HTTPPathMatch{Type: ptr.To(gatewayv1.PathMatchPathPrefix), Value: ptr.To("/")}}},
-			Filters: []gatewayv1.HTTPRouteFilter{{Type: gatewayv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gatewayv1.HTTPHeaderFilter{Set: []gatewayv1.HTTPHeader{{Name: "x-team", Value: "shop"}}}}},
-			BackendRefs: []gatewayv1.HTTPBackendRef{{BackendRef: gatewayv1.BackendRef{BackendObjectReference: gatewayv1.BackendObjectReference{
-				Name: "web", Port: ptr.To(gatewayv1.PortNumber(80)),
-			}}}},
-		},
-	}
-	return r
-}
-
-// gitService is the stable Service as git has it, with the labels by
-// which Argo CD and Flux track it.
-func gitService(ns string) *corev1.Service {
-	return &corev1.Service{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: map[string]string{
-			"app": "web", "app.kubernetes.io/instance": "shop", "kustomize.toolkit.fluxcd.io/name": "apps",
-		}},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": "web"},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
-		},
-	}
-}
+// gitRoute and gitService are what a team commits (gitmanifests).
+var gitRoute, gitService = gitmanifests.Route, gitmanifests.Service
 
 // applyAs server-side applies obj whole as manager, with force, as Flux does.
 func applyAs(t *testing.T, manager string, obj client.Object) {
 	t.Helper()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
+	if err := gitmanifests.Apply(testContext(t), env.client, manager, obj, true); err != nil {
 		t.Fatal(err)
 	}
-	delete(m, "status")
-	delete(m["metadata"].(map[string]any), "creationTimestamp")
-	u := &unstructured.Unstructured{Object: m}
-	if err := env.client.Apply(testContext(t), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership); err != nil {
-		t.Fatalf("applying %s as %s: %v", obj.GetName(), manager, err)
+}
+
+// webRouting routes through route web (in routeNS; "" for the Rollout's
+// namespace) from Service web to Service web-canary, which Stepwise creates.
+func webRouting(routeNS string) *stepwisev1.TrafficRouting {
+	return &stepwisev1.TrafficRouting{
+		StableService: "web",
+		CanaryService: stepwisev1.CanaryService{Name: "web-canary", Create: true},
+		HTTPRoutes:    []stepwisev1.HTTPRouteReference{{Name: "web", Namespace: routeNS}},
 	}
 }
 
 func trafficRollout(ns string) *stepwisev1.Rollout {
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%"), func(s *stepwisev1.RolloutStep) { s.Traffic = ptr.To[int32](20) }), stepAt(num(0)))
-	ro.Spec.TrafficRouting = &stepwisev1.TrafficRouting{
-		StableService: "web",
-		CanaryService: stepwisev1.CanaryService{Name: "web-canary", Create: true},
-		HTTPRoutes:    []stepwisev1.HTTPRouteReference{{Name: "web"}},
-	}
+	ro.Spec.TrafficRouting = webRouting("")
 	return ro
 }
 
@@ -282,15 +241,8 @@ func selectorOwners(svc *corev1.Service) []string {
 // kubectl apply --server-side does: it fails on a conflict.
 func applyNoForce(t *testing.T, manager string, obj client.Object) {
 	t.Helper()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
+	if err := gitmanifests.Apply(testContext(t), env.client, manager, obj, false); err != nil {
 		t.Fatal(err)
-	}
-	delete(m, "status")
-	delete(m["metadata"].(map[string]any), "creationTimestamp")
-	u := &unstructured.Unstructured{Object: m}
-	if err := env.client.Apply(testContext(t), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager)); err != nil {
-		t.Fatalf("applying %s as %s without force: %v", obj.GetName(), manager, err)
 	}
 }
 

@@ -35,11 +35,7 @@ func TestTrafficRoutingReportsAMissingReferenceGrant(t *testing.T) {
 	ro := newRollout(ns, "web", cloneSetRef("web"),
 		stepAt(pct("50%"), pauseForPromote(), func(s *stepwisev1.RolloutStep) { s.Traffic = ptr.To[int32](20) }),
 		stepAt(num(0)))
-	ro.Spec.TrafficRouting = &stepwisev1.TrafficRouting{
-		StableService: "web",
-		CanaryService: stepwisev1.CanaryService{Name: "web-canary", Create: true},
-		HTTPRoutes:    []stepwisev1.HTTPRouteReference{{Name: "web", Namespace: edge}},
-	}
+	ro.Spec.TrafficRouting = webRouting(edge)
 	createRollout(t, ro)
 	startController(t, ns)
 

@@ -141,11 +141,7 @@ func TestTrafficRoutingFollowsTheSteps(t *testing.T) {
 		}),
 		stepAt(pct("50%"), pauseForPromote(), func(s *stepwisev1.RolloutStep) { s.Traffic = ptr.To[int32](40) }),
 		stepAt(num(0), func(s *stepwisev1.RolloutStep) { s.Traffic = ptr.To[int32](100) }))
-	ro.Spec.TrafficRouting = &stepwisev1.TrafficRouting{
-		StableService: "web",
-		CanaryService: stepwisev1.CanaryService{Name: "web-canary", Create: true},
-		HTTPRoutes:    []stepwisev1.HTTPRouteReference{{Name: "web"}},
-	}
+	ro.Spec.TrafficRouting = webRouting("")
 	createRollout(t, ro)
 	startController(t, ns)
 
