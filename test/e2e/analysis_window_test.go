@@ -88,12 +88,7 @@ func windowAnalysis(address, query string) *stepwisev1.AnalysisSpec {
 // waitFor is waitRollout with a timeout of its own.
 func (s *story) waitFor(what string, timeout time.Duration, check func(g Gomega, ro *stepwisev1.Rollout)) *stepwisev1.Rollout {
 	s.t.Helper()
-	var last *stepwisev1.Rollout
-	NewWithT(s.t).Eventually(func(g Gomega) {
-		last = s.rollout(g)
-		check(g, last)
-	}, timeout, rolloutPoll).Should(Succeed(), func() string { return what + "\n" + describeRollout(last) })
-	return last
+	return s.e.waitRolloutWeb(s.t, s.ns, what, timeout, check)
 }
 
 // A bad release whose Pods served the good revision for a whole window

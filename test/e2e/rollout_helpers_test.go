@@ -275,38 +275,71 @@ func (e *rolloutEnv) newStory(t *testing.T, prefix string, o storyOptions) *stor
 	return s
 }
 
+// commitWeb changes the image of CloneSet web in ns to webImage(version),
+// as a git commit applied by a GitOps tool would, and returns the
+// CloneSet's new update revision (read once the CloneSet has seen the new
+// image, never a revision from before it).
+func (b *bed) commitWeb(t *testing.T, ns, version string) string {
+	t.Helper()
+	b.mutate(t, ns, "web", func(cs *stepwisev1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = webImage(version) })
+	var rev string
+	NewWithT(t).Eventually(func(g Gomega) {
+		cs := b.get(g, ns, "web")
+		g.Expect(cs.Status.ObservedGeneration).To(Equal(cs.Generation))
+		g.Expect(cs.Spec.Template.Spec.Containers[0].Image).To(Equal(webImage(version)))
+		rev = cs.Status.UpdateRevision
+	}, rolloutTimeout, rolloutPoll).Should(Succeed())
+	return rev
+}
+
+// requestWeb writes a request annotation (promote-at, retry-at, ...) on
+// Rollout web in ns with a timestamp token, as `kubectl stepwise` does,
+// and returns the token.
+func (b *bed) requestWeb(t *testing.T, ns, annotation string) string {
+	t.Helper()
+	token := time.Now().UTC().Format(time.RFC3339Nano)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotation, token)
+	ro := &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+	if err := b.client.Patch(t.Context(), ro, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatalf("requesting %s: %v", annotation, err)
+	}
+	return token
+}
+
+// rolloutWeb reads Rollout web in ns.
+func (b *bed) rolloutWeb(g Gomega, ns string) *stepwisev1.Rollout {
+	ro := &stepwisev1.Rollout{}
+	g.Expect(b.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, ro)).To(Succeed())
+	return ro
+}
+
+// waitRolloutWeb waits up to timeout until check passes on Rollout web in
+// ns; a failure prints the last status read.
+func (b *bed) waitRolloutWeb(t *testing.T, ns, what string, timeout time.Duration, check func(g Gomega, ro *stepwisev1.Rollout)) *stepwisev1.Rollout {
+	t.Helper()
+	var last *stepwisev1.Rollout
+	NewWithT(t).Eventually(func(g Gomega) {
+		last = b.rolloutWeb(g, ns)
+		check(g, last)
+	}, timeout, rolloutPoll).Should(Succeed(), func() string { return what + "\n" + describeRollout(last) })
+	return last
+}
+
 // commit changes the app image, as a git commit applied by a GitOps tool
 // would, and returns the CloneSet's new update revision.
 func (s *story) commit(version string) string {
 	s.t.Helper()
-	s.e.mutate(s.t, s.ns, "web", func(cs *stepwisev1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = webImage(version) })
-	var rev string
-	NewWithT(s.t).Eventually(func(g Gomega) {
-		cs := s.e.get(g, s.ns, "web")
-		g.Expect(cs.Status.ObservedGeneration).To(Equal(cs.Generation))
-		rev = cs.Status.UpdateRevision
-	}, rolloutTimeout, rolloutPoll).Should(Succeed())
-	return rev
+	return s.e.commitWeb(s.t, s.ns, version)
 }
 
 // request writes a request annotation (promote-at, retry-at, ...) with a
 // timestamp token, as `kubectl stepwise` does, and returns the token.
 func (s *story) request(annotation string) string {
 	s.t.Helper()
-	token := time.Now().UTC().Format(time.RFC3339Nano)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotation, token)
-	ro := &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "web"}}
-	if err := s.e.client.Patch(s.t.Context(), ro, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		s.t.Fatalf("requesting %s: %v", annotation, err)
-	}
-	return token
+	return s.e.requestWeb(s.t, s.ns, annotation)
 }
 
-func (s *story) rollout(g Gomega) *stepwisev1.Rollout {
-	ro := &stepwisev1.Rollout{}
-	g.Expect(s.e.client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "web"}, ro)).To(Succeed())
-	return ro
-}
+func (s *story) rollout(g Gomega) *stepwisev1.Rollout { return s.e.rolloutWeb(g, s.ns) }
 
 // partition is the partition the CloneSet applies ("60%", "0"), "" when unset.
 func (s *story) partition(g Gomega) string {
@@ -317,12 +350,7 @@ func (s *story) partition(g Gomega) string {
 // last status read.
 func (s *story) waitRollout(what string, check func(g Gomega, ro *stepwisev1.Rollout)) *stepwisev1.Rollout {
 	s.t.Helper()
-	var last *stepwisev1.Rollout
-	NewWithT(s.t).Eventually(func(g Gomega) {
-		last = s.rollout(g)
-		check(g, last)
-	}, rolloutTimeout, rolloutPoll).Should(Succeed(), func() string { return what + "\n" + describeRollout(last) })
-	return last
+	return s.e.waitRolloutWeb(s.t, s.ns, what, rolloutTimeout, check)
 }
 
 // holdRollout checks that check keeps passing for d.

@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -187,43 +186,22 @@ type trafficStory struct {
 	git *gatewayv1.HTTPRoute
 }
 
-func (s *trafficStory) rollout(g Gomega) *stepwisev1.Rollout {
-	ro := &stepwisev1.Rollout{}
-	g.Expect(s.b.client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "web"}, ro)).To(Succeed())
-	return ro
-}
+func (s *trafficStory) rollout(g Gomega) *stepwisev1.Rollout { return s.b.rolloutWeb(g, s.ns) }
 
 func (s *trafficStory) wait(what string, check func(g Gomega, ro *stepwisev1.Rollout)) {
 	s.t.Helper()
-	var last *stepwisev1.Rollout
-	NewWithT(s.t).Eventually(func(g Gomega) {
-		last = s.rollout(g)
-		check(g, last)
-	}, rolloutTimeout, rolloutPoll).Should(Succeed(), func() string { return what + "\n" + describeRollout(last) })
+	s.b.waitRolloutWeb(s.t, s.ns, what, rolloutTimeout, check)
 }
 
 // commit changes the app image as git would and returns the new revision.
 func (s *trafficStory) commit(version string) string {
 	s.t.Helper()
-	s.b.mutate(s.t, s.ns, "web", func(cs *stepwisev1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = webImage(version) })
-	var rev string
-	NewWithT(s.t).Eventually(func(g Gomega) {
-		cs := s.b.get(g, s.ns, "web")
-		g.Expect(cs.Status.ObservedGeneration).To(Equal(cs.Generation))
-		g.Expect(cs.Spec.Template.Spec.Containers[0].Image).To(Equal(webImage(version)))
-		rev = cs.Status.UpdateRevision
-	}, rolloutTimeout, rolloutPoll).Should(Succeed())
-	return rev
+	return s.b.commitWeb(s.t, s.ns, version)
 }
 
 func (s *trafficStory) request(annotation string) {
 	s.t.Helper()
-	token := time.Now().UTC().Format(time.RFC3339Nano)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotation, token)
-	ro := &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "web"}}
-	if err := s.b.client.Patch(s.t.Context(), ro, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		s.t.Fatalf("requesting %s: %v", annotation, err)
-	}
+	s.b.requestWeb(s.t, s.ns, annotation)
 }
 
 // expectStep: step i reached (its Pods ready and the routes carrying it),
