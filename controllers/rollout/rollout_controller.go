@@ -181,7 +181,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		gvk     schema.GroupVersionKind
 		watched *bool
 	}{
-		{gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"), &r.routesWatched},
+		{schema.GroupVersionKind{Group: gatewayv1.GroupName, Version: "v1", Kind: "HTTPRoute"}, &r.routesWatched},
 		{traffic.ReferenceGrantGVK, &r.grantsWatched},
 	} {
 		if *w.watched, err = crdInstalled(mgr, w.gvk); err != nil {
