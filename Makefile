@@ -107,7 +107,11 @@ test-unit: ## Pure functions only: no API server, seconds (Prometheus-backed ana
 
 .PHONY: test-integration
 test-integration: test-assets ## Controllers against a real kube-apiserver + etcd (envtest).
-	go test -count=1 -p 1 $(INTEGRATION_PKGS) -timeout 20m
+	@# client-go's cache mutation detector: the manager fails (panics) when
+	@# anything changes an object in its informer cache. The CloneSet
+	@# controller reads its Pods without copies (ownedPods), so a write into
+	@# one of them would otherwise go unseen.
+	KUBE_CACHE_MUTATION_DETECTOR=true go test -count=1 -p 1 $(INTEGRATION_PKGS) -timeout 20m
 
 # Where test-e2e writes its full log: a new temporary directory per run
 # unless LOG_DIR names one (.ci/run does, for all of its run's logs).

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/index"
 )
 
 // A Rollout that names a CloneSet governs it: the Rollout's status carries
@@ -156,10 +157,10 @@ func describePartition(p *intstr.IntOrString) string {
 }
 
 // governance lists the Rollouts that name the CloneSet, from the cache
-// (governorIndex).
+// (index.RolloutWorkload).
 func (r *Reconciler) governance(ctx context.Context, cs *stepwisev1.CloneSet) (governance, error) {
 	var list stepwisev1.RolloutList
-	if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingFields{governorIndex: cs.Name}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingFields{index.RolloutWorkload: index.WorkloadKey(stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind(), cs.Name)}); err != nil {
 		return governance{}, fmt.Errorf("listing Rollouts: %w", err)
 	}
 	return governanceOf(cs, list.Items), nil

@@ -7,25 +7,19 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
 // Cache indexes, so that a reconcile reads its own CloneSet's revisions and
-// Rollouts rather than every one of the namespace. Listed whole, each
-// reconcile deep-copied all of them: with 200 CloneSets and 200 Rollouts in
-// one namespace those two lists were two fifths of everything the manager
-// allocated (make bench-scale, heap profile).
-const (
-	// revisionOwnerIndex keys a ControllerRevision by the UID of the
-	// object that controls it: the UID, as IsControlledBy compares it,
-	// so that a CloneSet recreated under the same name never reads its
-	// predecessor's history.
-	revisionOwnerIndex = "stepwise.dev/cloneset-revision-owner"
-	// governorIndex keys a Rollout by the name of the Stepwise CloneSet
-	// its workloadRef names.
-	governorIndex = "stepwise.dev/governed-cloneset"
-)
+// Rollouts rather than every one of the namespace: listed whole, each
+// reconcile deep-copied all of them, and with 200 CloneSets and 200
+// Rollouts in one namespace those two lists were two fifths of everything
+// the manager allocated (make bench-scale, heap profile). Rollouts are
+// found by index.RolloutWorkload, which the Rollout controller reads too.
+
+// revisionOwnerIndex keys a ControllerRevision by the UID of the object that
+// controls it: the UID, as IsControlledBy compares it, so that a CloneSet
+// recreated under the same name never reads its predecessor's history.
+const revisionOwnerIndex = "stepwise.dev/cloneset-revision-owner"
 
 // revisionOwner is revisionOwnerIndex's key of a revision: its
 // controller's UID, whatever its kind (a UID names one object).
@@ -37,22 +31,9 @@ func revisionOwner(obj client.Object) []string {
 	return []string{string(owner.UID)}
 }
 
-// governedCloneSet is governorIndex's key of a Rollout: the name of the
-// Stepwise CloneSet it names.
-func governedCloneSet(obj client.Object) []string {
-	ro, ok := obj.(*stepwisev1.Rollout)
-	if !ok || !names(ro, ro.Spec.WorkloadRef.Name) {
-		return nil
-	}
-	return []string{ro.Spec.WorkloadRef.Name}
-}
-
 func (r *Reconciler) setUpIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &appsv1.ControllerRevision{}, revisionOwnerIndex, revisionOwner); err != nil {
 		return fmt.Errorf("indexing ControllerRevisions by CloneSet: %w", err)
-	}
-	if err := indexer.IndexField(ctx, &stepwisev1.Rollout{}, governorIndex, governedCloneSet); err != nil {
-		return fmt.Errorf("indexing Rollouts by CloneSet: %w", err)
 	}
 	return nil
 }

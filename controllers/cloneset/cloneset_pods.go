@@ -23,7 +23,9 @@ import (
 // conditions and container statuses with the cache, so nothing may change
 // them. Every write goes to a copy (the engine, setLifecycleState,
 // labelRevisionHashes, syncLifecycle), and a client call that decodes its
-// answer into its object (Patch, Update) is only ever given one. Copying
+// answer into its object (Patch, Update) is only ever given one; make
+// test-integration runs the manager with client-go's cache mutation
+// detector, which fails on a write into the cache. Copying
 // each Pod of the CloneSet at every reconcile was 44% of the manager's CPU
 // with 1000 Pods per CloneSet (make bench-scale, CPU profile).
 func (r *Reconciler) ownedPods(ctx context.Context, cs *stepwisev1.CloneSet, selector labels.Selector) ([]*corev1.Pod, error) {

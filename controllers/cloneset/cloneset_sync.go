@@ -33,17 +33,15 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	if err := r.labelRevisionHashes(ctx, round, key); err != nil {
 		return 0, err
 	}
-	var refreshes []podTask
 	for _, pod := range round.pods {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		refreshes = append(refreshes, func(round *syncRound) (time.Duration, error) {
-			return r.refreshPod(ctx, round, key, pod)
-		})
-	}
-	if err := writePods(round, &requeue, refreshes); err != nil {
-		return 0, err
+		delay, err := r.refreshPod(ctx, round, key, pod)
+		if err != nil {
+			return 0, err
+		}
+		requeue.at(delay)
 	}
 
 	input := r.planInput(cs, round)
@@ -69,19 +67,19 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 		return 0, err
 	}
 	updates, rollbacks, more := limitMoves(p.Update, p.Rollback, maxMovesPerRound)
-	var moves []podTask
 	for _, name := range updates {
-		moves = append(moves, func(round *syncRound) (time.Duration, error) {
-			return r.movePod(ctx, round, key, round.podsByName[name], round.revs.update)
-		})
+		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.update)
+		if err != nil {
+			return 0, err
+		}
+		requeue.at(delay)
 	}
 	for _, name := range rollbacks {
-		moves = append(moves, func(round *syncRound) (time.Duration, error) {
-			return r.movePod(ctx, round, key, round.podsByName[name], round.revs.current)
-		})
-	}
-	if err := writePods(round, &requeue, moves); err != nil {
-		return 0, err
+		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.current)
+		if err != nil {
+			return 0, err
+		}
+		requeue.at(delay)
 	}
 	if more {
 		// The moves' own watch events bring the next round; this is the

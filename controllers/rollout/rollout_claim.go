@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/index"
 )
 
 // checkClaim stalls the round when another Rollout drives the workload,
@@ -29,7 +30,7 @@ func (r *Reconciler) checkClaim(ctx context.Context, rd *round) error {
 	}
 	var list v1alpha1.RolloutList
 	if err := r.Client.List(ctx, &list, client.InNamespace(ro.Namespace),
-		client.MatchingFields{workloadIndex: workloadKey(gvk, ro.Spec.WorkloadRef.Name)}); err != nil {
+		client.MatchingFields{index.RolloutWorkload: index.WorkloadKey(gvk.GroupKind(), ro.Spec.WorkloadRef.Name)}); err != nil {
 		return fmt.Errorf("listing the Rollouts of %s %s: %w", ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, err)
 	}
 	rollouts := slices.DeleteFunc(list.Items, func(o v1alpha1.Rollout) bool { return o.Name == ro.Name })
@@ -67,7 +68,7 @@ func (r *Reconciler) siblingsOf(ctx context.Context, obj client.Object) []reconc
 	}
 	var list v1alpha1.RolloutList
 	if err := r.Client.List(ctx, &list, client.InNamespace(ro.Namespace),
-		client.MatchingFields{workloadIndex: workloadKey(gvk, ro.Spec.WorkloadRef.Name)}); err != nil {
+		client.MatchingFields{index.RolloutWorkload: index.WorkloadKey(gvk.GroupKind(), ro.Spec.WorkloadRef.Name)}); err != nil {
 		log.FromContext(ctx).Error(err, "listing the other Rollouts of a workload", "rollout", ro.Name)
 		return nil
 	}

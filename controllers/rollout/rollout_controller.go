@@ -142,9 +142,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		return fmt.Errorf("--%s: %w", AnalysisAddressesFlag, err)
 	}
 	r.cache = mgr.GetCache()
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, workloadIndex, indexWorkload); err != nil {
-		return fmt.Errorf("indexing Rollouts by workload: %w", err)
-	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, trafficIndex, indexTraffic); err != nil {
 		return fmt.Errorf("indexing Rollouts by traffic object: %w", err)
 	}

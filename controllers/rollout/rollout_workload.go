@@ -17,28 +17,8 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+	"github.com/stepwise-dev/stepwise/internal/index"
 )
-
-// workloadIndex indexes Rollouts by the workload they drive, as
-// "<group>/<kind>/<name>": the group tells Stepwise's CloneSet from
-// OpenKruise's.
-const workloadIndex = "spec.workloadRef"
-
-func indexWorkload(obj client.Object) []string {
-	ro, ok := obj.(*v1alpha1.Rollout)
-	if !ok {
-		return nil
-	}
-	gvk, err := workloadGVK(ro.Spec.WorkloadRef)
-	if err != nil {
-		return nil
-	}
-	return []string{workloadKey(gvk, ro.Spec.WorkloadRef.Name)}
-}
-
-func workloadKey(gvk schema.GroupVersionKind, name string) string {
-	return gvk.Group + "/" + gvk.Kind + "/" + name
-}
 
 func workloadGVK(ref v1alpha1.WorkloadReference) (schema.GroupVersionKind, error) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
@@ -54,7 +34,7 @@ func (r *Reconciler) rolloutsOf(gvk schema.GroupVersionKind) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var list v1alpha1.RolloutList
 		if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
-			client.MatchingFields{workloadIndex: workloadKey(gvk, obj.GetName())}); err != nil {
+			client.MatchingFields{index.RolloutWorkload: index.WorkloadKey(gvk.GroupKind(), obj.GetName())}); err != nil {
 			log.FromContext(ctx).Error(err, "listing Rollouts of a workload", "kind", gvk.Kind, "name", obj.GetName())
 			return nil
 		}

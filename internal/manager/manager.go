@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/cloneset"
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+	"github.com/stepwise-dev/stepwise/internal/index"
 	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
@@ -188,6 +190,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	m := &Manager{Manager: mgr}
+	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 
 	registry := opts.Registry
 	if registry == nil {

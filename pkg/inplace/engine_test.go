@@ -111,6 +111,11 @@ func TestEngine_PlainImageUpdateTakesThreeWrites(t *testing.T) {
 	if c := conditionOf(t, pod); c.Status != corev1.ConditionTrue || c.Reason != ConditionReasonCompleted {
 		t.Fatalf("condition = %+v, want True/%s", c, ConditionReasonCompleted)
 	}
+	// The engine wrote Ready=False with the gate, and never writes
+	// Ready=True: only the kubelet knows the containers serve again.
+	if got := podReady(pod); got != corev1.ConditionFalse {
+		t.Fatalf("Ready = %q after the engine's last write, want False until the kubelet syncs", got)
+	}
 	f.kubeletSync("web-0") // the gate is True: the kubelet says Ready again
 	pod = f.get("web-0")
 	if IsUpdating(pod) || !Ready(pod) {

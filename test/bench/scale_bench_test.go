@@ -403,7 +403,7 @@ func newStepTracker(replicas int) *stepTracker {
 }
 
 func (t *stepTracker) watch(b *testing.B, ctx context.Context, c cache.Cache) {
-	add := func(obj client.Object, f func(any)) {
+	add := func(obj client.Object, f func(obj any)) {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			b.Fatal(err)
@@ -415,9 +415,26 @@ func (t *stepTracker) watch(b *testing.B, ctx context.Context, c cache.Cache) {
 			b.Fatal(err)
 		}
 	}
-	add(&corev1.Pod{}, t.pod)
-	add(&stepwisev1.CloneSet{}, t.cloneSet)
-	add(&stepwisev1.Rollout{}, t.rollout)
+	add(&corev1.Pod{}, observe(t, t.pod))
+	add(&stepwisev1.CloneSet{}, observe(t, t.cloneSet))
+	add(&stepwisev1.Rollout{}, observe(t, t.rollout))
+}
+
+// observe turns f into an informer handler: it is called, with the time of
+// the event and t locked, for the objects of type T seen once t started.
+func observe[T client.Object](t *stepTracker, f func(obj T, now time.Time)) func(any) {
+	return func(obj any) {
+		o, ok := obj.(T)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.started {
+			f(o, now)
+		}
+	}
 }
 
 // begin starts timing the change, from the small CloneSets as they are.
@@ -436,16 +453,9 @@ func (t *stepTracker) begin(items []stepwisev1.CloneSet) {
 	}
 }
 
-func (t *stepTracker) pod(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	now := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
+func (t *stepTracker) pod(pod *corev1.Pod, now time.Time) {
 	set, ok := t.readyPods[pod.Labels["app"]]
-	if !t.started || !ok {
+	if !ok {
 		return
 	}
 	s := podState(pod, "example.com/app:v2")
@@ -459,15 +469,8 @@ func (t *stepTracker) pod(obj any) {
 	t.podReady[pod.Labels["app"]].Observe(n, now)
 }
 
-func (t *stepTracker) cloneSet(obj any) {
-	cs, ok := obj.(*stepwisev1.CloneSet)
-	if !ok {
-		return
-	}
-	now := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.started || cs.Status.UpdateRevision == t.initialRevision[cs.Name] || cs.Status.ObservedGeneration != cs.Generation {
+func (t *stepTracker) cloneSet(cs *stepwisev1.CloneSet, now time.Time) {
+	if cs.Status.UpdateRevision == t.initialRevision[cs.Name] || cs.Status.ObservedGeneration != cs.Generation {
 		return
 	}
 	if th := t.statusReady[cs.Name]; th != nil {
@@ -475,16 +478,9 @@ func (t *stepTracker) cloneSet(obj any) {
 	}
 }
 
-func (t *stepTracker) rollout(obj any) {
-	ro, ok := obj.(*stepwisev1.Rollout)
-	if !ok {
-		return
-	}
-	now := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
+func (t *stepTracker) rollout(ro *stepwisev1.Rollout, now time.Time) {
 	steps, ok := t.stepAt[ro.Name]
-	if !t.started || !ok {
+	if !ok {
 		return
 	}
 	st := ro.Status

@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
@@ -68,7 +70,14 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer env.manager.Stop()
-	return m.Run()
+	code := m.Run()
+	if on, _ := strconv.ParseBool(os.Getenv("KUBE_CACHE_MUTATION_DETECTOR")); on {
+		// client-go's cache mutation detector (make test-integration)
+		// compares the cache with its copies once a second: give it one
+		// more look at the last test's objects before the manager stops.
+		time.Sleep(2 * time.Second)
+	}
+	return code
 }
 
 // zapLevel keeps test output to errors unless STEPWISE_TEST_VERBOSE is set.
