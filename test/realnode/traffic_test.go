@@ -396,44 +396,32 @@ func (tr *Traefik) request(g gomega.Gomega, n int, withHeader bool) map[string]i
 // while Pods restart in place.
 type background struct {
 	stop   func()
-	done   chan struct{}
 	ok     int
 	failed []string
 }
 
 func (tr *Traefik) sendInBackground(t *testing.T) *background {
-	ctx, cancel := context.WithCancel(context.Background())
-	bg := &background{stop: cancel, done: make(chan struct{})}
-	// Stopped by stopAndLog, or here when the test fails before that.
-	t.Cleanup(func() { cancel(); <-bg.done })
-	go func() {
-		defer close(bg.done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+tr.Addr+"/", nil)
-			resp, err := trafficClient.Do(req)
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				bg.failed = append(bg.failed, fmt.Sprintf("%s %v", time.Now().Format("15:04:05.000"), err))
-				continue
-			}
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				bg.failed = append(bg.failed, fmt.Sprintf("%s %s: %s", time.Now().Format("15:04:05.000"), resp.Status, strings.TrimSpace(string(body))))
-				continue
-			}
-			bg.ok++
+	bg := &background{}
+	bg.stop = every(20*time.Millisecond, func(ctx context.Context) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+tr.Addr+"/", nil)
+		resp, err := trafficClient.Do(req)
+		if ctx.Err() != nil {
+			return
 		}
-	}()
+		if err != nil {
+			bg.failed = append(bg.failed, fmt.Sprintf("%s %v", time.Now().Format("15:04:05.000"), err))
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			bg.failed = append(bg.failed, fmt.Sprintf("%s %s: %s", time.Now().Format("15:04:05.000"), resp.Status, strings.TrimSpace(string(body))))
+			return
+		}
+		bg.ok++
+	})
+	// Stopped by stopAndLog, or here when the test fails before that.
+	t.Cleanup(bg.stop)
 	return bg
 }
 
@@ -446,7 +434,6 @@ func (tr *Traefik) sendInBackground(t *testing.T) *background {
 func (bg *background) stopAndLog(t *testing.T, what string) {
 	t.Helper()
 	bg.stop()
-	<-bg.done
 	t.Logf("requests through traefik %s: %d answered 200, %d failed %v", what, bg.ok, len(bg.failed), bg.failed)
 	for _, f := range bg.failed {
 		t.Errorf("request through traefik %s failed: %s", what, f)
