@@ -32,24 +32,21 @@ type Traefik struct {
 	// Log is Traefik's log file (under LogDir, kept until the next run).
 	Log string
 
-	cmd    *exec.Cmd
-	config string
-	binDir string
-	exited chan struct{}
+	cmd        *exec.Cmd
+	config     string
+	kubeconfig string
+	binDir     string
+	exited     chan struct{}
 }
 
-// TraefikOptions says how Traefik reaches the API server: as a
-// ServiceAccount, by its token, checking the API server's certificate with
-// CA.
+// TraefikOptions says where Traefik runs and which API server it watches.
 type TraefikOptions struct {
 	// BinDir holds traefik; empty means $STEPWISE_BIN or bin/.
 	BinDir string
-	// APIServer is the API server's URL (on loopback).
-	APIServer string
-	// CA is the API server's CA bundle (PEM).
-	CA []byte
-	// Token is the ServiceAccount's bearer token.
-	Token string
+	// Kubeconfig is the kubeconfig its kubernetesGateway provider uses
+	// (through $KUBECONFIG, the provider's way to reach a cluster from
+	// outside).
+	Kubeconfig string
 	// Port of the entryPoint on 127.0.0.1; 0 picks a free one.
 	Port int
 }
@@ -71,9 +68,6 @@ entryPoints:
 providers:
   providersThrottleDuration: 0s
   kubernetesGateway:
-    endpoint: %[2]q
-    token: %[3]q
-    certAuthFilePath: %[4]q
     statusAddress:
       ip: 127.0.0.1
 `
@@ -96,19 +90,12 @@ func StartTraefik(ctx context.Context, opts TraefikOptions) (*Traefik, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	token, ca := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(token, []byte(opts.Token), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(ca, opts.CA, 0o600); err != nil {
-		return nil, err
-	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	config := filepath.Join(dir, "traefik.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, traefikConfig, addr, opts.APIServer, token, ca), 0o600); err != nil {
+	if err := os.WriteFile(config, fmt.Appendf(nil, traefikConfig, addr), 0o600); err != nil {
 		return nil, err
 	}
-	tr := &Traefik{Addr: addr, Port: port, Log: filepath.Join(LogDir(), "traefik.log"), config: config, binDir: binDir}
+	tr := &Traefik{Addr: addr, Port: port, Log: filepath.Join(LogDir(), "traefik.log"), config: config, kubeconfig: opts.Kubeconfig, binDir: binDir}
 	// One log per run; a restart (Start after Stop) appends to it.
 	if err := os.MkdirAll(LogDir(), 0o755); err != nil {
 		return nil, err
@@ -133,13 +120,13 @@ func (tr *Traefik) Start(ctx context.Context) error {
 	defer func() { _ = log.Close() }()
 	cmd := exec.Command(filepath.Join(tr.binDir, "traefik"), "--configFile="+tr.config)
 	cmd.Stdout, cmd.Stderr = log, log
-	// Neither an in-cluster configuration nor a KUBECONFIG: the provider
-	// uses the endpoint, token and CA of its configuration.
+	// The provider prefers an in-cluster configuration to $KUBECONFIG.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KUBERNETES_SERVICE_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, "KUBECONFIG="+tr.kubeconfig)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting traefik: %w", err)

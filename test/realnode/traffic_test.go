@@ -1,37 +1,26 @@
 package realnode
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/test/kwokcluster"
+	"github.com/stepwise-dev/stepwise/test/envtestenv"
 )
 
 // Requests measured per step. Traefik's weighted round robin is smooth, so
@@ -239,100 +228,27 @@ func expectLocalConnections(t *testing.T, tr *Traefik) {
 	}
 }
 
-// installGatewayAPI applies the Gateway API standard CRDs of the
-// sigs.k8s.io/gateway-api version go.mod requires, all of them: Traefik
-// watches GRPCRoutes, ReferenceGrants and BackendTLSPolicies besides the
-// kinds Stepwise uses, and waits for every informer.
+// installGatewayAPI installs every CRD of the Gateway API standard channel
+// of the sigs.k8s.io/gateway-api version go.mod requires: Traefik watches
+// GRPCRoutes, ReferenceGrants and BackendTLSPolicies besides the kinds
+// Stepwise uses, and waits for every informer.
 func (b *bed) installGatewayAPI(t *testing.T) {
 	t.Helper()
-	root, err := kwokcluster.RepoRoot()
+	dir, err := envtestenv.GatewayAPIStandardCRDDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("locating sigs.k8s.io/gateway-api in the module cache: %v", err)
-	}
-	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard", "gateway.networking.k8s.io_*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no Gateway API CRDs found: %v", err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := dec.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("reading %s: %v", f, err)
-			}
-			u := &unstructured.Unstructured{}
-			if err := utilyaml.Unmarshal(doc, &u.Object); err != nil {
-				t.Fatalf("decoding %s: %v", f, err)
-			}
-			// The file of admission policies is not a CRD.
-			if u.GetKind() != "CustomResourceDefinition" {
-				continue
-			}
-			if err := b.client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("realnode-test"), client.ForceOwnership); err != nil {
-				t.Fatalf("applying CRD %s: %v", u.GetName(), err)
-			}
-			b.waitEstablished(t, u.GetName())
-		}
+	if err := b.Cluster.InstallCRDs(t.Context(), dir); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// startTraefik runs Traefik as ServiceAccount traefik/traefik with the
-// permissions Traefik's documentation lists for its kubernetesGateway
-// provider, and stops it when the test ends.
+// startTraefik runs Traefik against the bed's API server, with the bed's
+// admin kubeconfig, and stops it when the test ends.
 func (b *bed) startTraefik(t *testing.T) *Traefik {
 	t.Helper()
-	ctx := t.Context()
-	ns := b.namespace(t, "traefik")
-	read := []string{"get", "list", "watch"}
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "realnode-traefik"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
-			{APIGroups: []string{""}, Resources: []string{"services", "secrets", "configmaps"}, Verbs: read},
-			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
-			{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{
-				"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tcproutes", "tlsroutes", "referencegrants", "backendtlspolicies",
-			}, Verbs: read},
-			{APIGroups: []string{gatewayv1.GroupName}, Resources: []string{
-				"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status", "tcproutes/status", "tlsroutes/status",
-				"referencegrants/status", "backendtlspolicies/status",
-			}, Verbs: []string{"update"}},
-		},
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "traefik"}}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "realnode-traefik"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}},
-	}
-	b.create(t, role, sa, binding)
-	tok, err := b.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := b.RESTConfig.CAData
-	if len(ca) == 0 && b.RESTConfig.CAFile != "" {
-		if ca, err = os.ReadFile(b.RESTConfig.CAFile); err != nil {
-			t.Fatal(err)
-		}
-	}
 	began := time.Now()
-	tr, err := StartTraefik(ctx, TraefikOptions{APIServer: b.RESTConfig.Host, CA: ca, Token: tok.Status.Token})
+	tr, err := StartTraefik(t.Context(), TraefikOptions{Kubeconfig: b.Cluster.Kubeconfig})
 	if err != nil {
 		t.Fatal(err)
 	}
