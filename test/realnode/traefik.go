@@ -112,7 +112,6 @@ func StartTraefik(ctx context.Context, opts TraefikOptions) (*Traefik, error) {
 // Start starts Traefik (again, after Stop) with the same configuration and
 // port, and waits for its entryPoint.
 func (tr *Traefik) Start(ctx context.Context) error {
-	_, _, _, _, pidDir := dirs()
 	log, err := os.OpenFile(tr.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -133,9 +132,6 @@ func (tr *Traefik) Start(ctx context.Context) error {
 	}
 	tr.cmd, tr.exited = cmd, make(chan struct{})
 	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(tr.exited)
-	if err := os.WriteFile(filepath.Join(pidDir, "traefik.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		return errors.Join(err, tr.Stop())
-	}
 	err = poll(ctx, 30*time.Second, "traefik to listen on "+tr.Addr, func() (bool, error) {
 		select {
 		case <-tr.exited:
@@ -160,11 +156,7 @@ func (tr *Traefik) Stop() error {
 	if tr.cmd == nil || tr.cmd.Process == nil {
 		return nil
 	}
-	defer func() {
-		tr.cmd = nil
-		_, _, _, _, pidDir := dirs()
-		_ = os.Remove(filepath.Join(pidDir, "traefik.pid"))
-	}()
+	defer func() { tr.cmd = nil }()
 	_ = tr.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-tr.exited:
