@@ -52,10 +52,11 @@ type TraefikOptions struct {
 }
 
 // traefikConfig is Traefik's static configuration. It never calls home
-// (checkNewVersion, sendAnonymousUsage), has no dashboard, API or metrics
-// entryPoint, and applies each change of the provider's configuration at
-// once (providersThrottleDuration, 2 s by default) so that what the routes
-// say is what it serves shortly after it reports them accepted.
+// (checkNewVersion, sendAnonymousUsage) and has no dashboard, API or
+// metrics entryPoint. Everything else is Traefik's default, as a user
+// would run it, including providersThrottleDuration (2 s): a route can say
+// Accepted up to 2 s before its weights are served, and a Pod's endpoint
+// can be served up to 2 s after it left the EndpointSlice.
 const traefikConfig = `global:
   checkNewVersion: false
   sendAnonymousUsage: false
@@ -66,7 +67,6 @@ entryPoints:
   web:
     address: %[1]q
 providers:
-  providersThrottleDuration: 0s
   kubernetesGateway:
     statusAddress:
       ip: 127.0.0.1
