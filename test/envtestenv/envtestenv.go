@@ -42,17 +42,10 @@ func New(extraCRDDirs ...string) (*envtest.Environment, error) {
 // sigs.k8s.io/gateway-api module that go.mod requires, from the module
 // cache: the version under test is the version the code builds against.
 func GatewayAPICRDs() ([]string, error) {
-	root, err := kwokcluster.RepoRoot()
+	dir, err := GatewayAPIStandardCRDDir()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("locating sigs.k8s.io/gateway-api in the module cache: %w", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard")
 	var files []string
 	for _, kind := range []string{"httproutes", "gateways", "gatewayclasses", "referencegrants"} {
 		f := filepath.Join(dir, "gateway.networking.k8s.io_"+kind+".yaml")
@@ -62,4 +55,21 @@ func GatewayAPICRDs() ([]string, error) {
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+// GatewayAPIStandardCRDDir is the folder of every Gateway API standard
+// channel CRD (and a ValidatingAdmissionPolicy) in the sigs.k8s.io/gateway-api
+// module that go.mod requires, in the module cache.
+func GatewayAPIStandardCRDDir() (string, error) {
+	root, err := kwokcluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating sigs.k8s.io/gateway-api in the module cache: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard"), nil
 }

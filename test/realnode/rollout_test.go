@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -140,30 +140,34 @@ func (d *delivery) series(query string) (int, error) {
 // sendTraffic asks every target for / twenty times a second until stopped:
 // the demo app counts the answers in its /metrics.
 func sendTraffic(targets []string) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	var stops []func()
 	for _, target := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(50 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+target+"/", nil)
-				if resp, err := httpClient.Do(req); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					_ = resp.Body.Close()
-				}
+		stops = append(stops, every(50*time.Millisecond, func(ctx context.Context) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+target+"/", nil)
+			if resp, err := httpClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
 			}
-		}()
+		}))
 	}
-	var once sync.Once
-	return func() { once.Do(func() { cancel(); wg.Wait() }) }
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// every calls f every interval, one call at a time, until stop is called;
+// stop returns once the call under way has returned, and may be called
+// more than once.
+func every(interval time.Duration, f func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wait.NonSlidingUntilWithContext(ctx, f, interval)
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (d *delivery) rollout(g gomega.Gomega) *stepwisev1.Rollout {

@@ -32,33 +32,31 @@ type Traefik struct {
 	// Log is Traefik's log file (under LogDir, kept until the next run).
 	Log string
 
-	cmd    *exec.Cmd
-	config string
-	binDir string
-	exited chan struct{}
+	cmd        *exec.Cmd
+	config     string
+	kubeconfig string
+	binDir     string
+	exited     chan struct{}
 }
 
-// TraefikOptions says how Traefik reaches the API server: as a
-// ServiceAccount, by its token, checking the API server's certificate with
-// CA.
+// TraefikOptions says where Traefik runs and which API server it watches.
 type TraefikOptions struct {
 	// BinDir holds traefik; empty means $STEPWISE_BIN or bin/.
 	BinDir string
-	// APIServer is the API server's URL (on loopback).
-	APIServer string
-	// CA is the API server's CA bundle (PEM).
-	CA []byte
-	// Token is the ServiceAccount's bearer token.
-	Token string
+	// Kubeconfig is the kubeconfig its kubernetesGateway provider uses
+	// (through $KUBECONFIG, the provider's way to reach a cluster from
+	// outside).
+	Kubeconfig string
 	// Port of the entryPoint on 127.0.0.1; 0 picks a free one.
 	Port int
 }
 
 // traefikConfig is Traefik's static configuration. It never calls home
-// (checkNewVersion, sendAnonymousUsage), has no dashboard, API or metrics
-// entryPoint, and applies each change of the provider's configuration at
-// once (providersThrottleDuration, 2 s by default) so that what the routes
-// say is what it serves shortly after it reports them accepted.
+// (checkNewVersion, sendAnonymousUsage) and has no dashboard, API or
+// metrics entryPoint. Everything else is Traefik's default, as a user
+// would run it, including providersThrottleDuration (2 s): a route can say
+// Accepted up to 2 s before its weights are served, and a Pod's endpoint
+// can be served up to 2 s after it left the EndpointSlice.
 const traefikConfig = `global:
   checkNewVersion: false
   sendAnonymousUsage: false
@@ -69,11 +67,7 @@ entryPoints:
   web:
     address: %[1]q
 providers:
-  providersThrottleDuration: 0s
   kubernetesGateway:
-    endpoint: %[2]q
-    token: %[3]q
-    certAuthFilePath: %[4]q
     statusAddress:
       ip: 127.0.0.1
 `
@@ -96,19 +90,12 @@ func StartTraefik(ctx context.Context, opts TraefikOptions) (*Traefik, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	token, ca := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(token, []byte(opts.Token), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(ca, opts.CA, 0o600); err != nil {
-		return nil, err
-	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	config := filepath.Join(dir, "traefik.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, traefikConfig, addr, opts.APIServer, token, ca), 0o600); err != nil {
+	if err := os.WriteFile(config, fmt.Appendf(nil, traefikConfig, addr), 0o600); err != nil {
 		return nil, err
 	}
-	tr := &Traefik{Addr: addr, Port: port, Log: filepath.Join(LogDir(), "traefik.log"), config: config, binDir: binDir}
+	tr := &Traefik{Addr: addr, Port: port, Log: filepath.Join(LogDir(), "traefik.log"), config: config, kubeconfig: opts.Kubeconfig, binDir: binDir}
 	// One log per run; a restart (Start after Stop) appends to it.
 	if err := os.MkdirAll(LogDir(), 0o755); err != nil {
 		return nil, err
@@ -125,7 +112,6 @@ func StartTraefik(ctx context.Context, opts TraefikOptions) (*Traefik, error) {
 // Start starts Traefik (again, after Stop) with the same configuration and
 // port, and waits for its entryPoint.
 func (tr *Traefik) Start(ctx context.Context) error {
-	_, _, _, _, pidDir := dirs()
 	log, err := os.OpenFile(tr.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -133,22 +119,19 @@ func (tr *Traefik) Start(ctx context.Context) error {
 	defer func() { _ = log.Close() }()
 	cmd := exec.Command(filepath.Join(tr.binDir, "traefik"), "--configFile="+tr.config)
 	cmd.Stdout, cmd.Stderr = log, log
-	// Neither an in-cluster configuration nor a KUBECONFIG: the provider
-	// uses the endpoint, token and CA of its configuration.
+	// The provider prefers an in-cluster configuration to $KUBECONFIG.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KUBERNETES_SERVICE_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, "KUBECONFIG="+tr.kubeconfig)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting traefik: %w", err)
 	}
 	tr.cmd, tr.exited = cmd, make(chan struct{})
 	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(tr.exited)
-	if err := os.WriteFile(filepath.Join(pidDir, "traefik.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		return errors.Join(err, tr.Stop())
-	}
 	err = poll(ctx, 30*time.Second, "traefik to listen on "+tr.Addr, func() (bool, error) {
 		select {
 		case <-tr.exited:
@@ -173,11 +156,7 @@ func (tr *Traefik) Stop() error {
 	if tr.cmd == nil || tr.cmd.Process == nil {
 		return nil
 	}
-	defer func() {
-		tr.cmd = nil
-		_, _, _, _, pidDir := dirs()
-		_ = os.Remove(filepath.Join(pidDir, "traefik.pid"))
-	}()
+	defer func() { tr.cmd = nil }()
 	_ = tr.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-tr.exited:
