@@ -72,8 +72,9 @@ func cacheOptions(namespaces []string) cache.Options {
 // kubectl's last-applied-configuration annotation, each often as large as
 // the spec. From the workloads the Rollout only observes (StatefulSets,
 // OpenKruise CloneSets) and their ControllerRevisions it drops what no
-// controller reads; Stepwise's own CloneSets, their Pods and revisions are
-// read whole and kept whole.
+// controller reads, and from Pods what neither the CloneSet controller nor
+// the Rollout reads (trimPod); Stepwise's own CloneSets and their revisions
+// are read whole and kept whole.
 func trim(in any) (any, error) {
 	if obj, err := apimeta.Accessor(in); err == nil {
 		if obj.GetManagedFields() != nil {
@@ -87,6 +88,8 @@ func trim(in any) (any, error) {
 		}
 	}
 	switch o := in.(type) {
+	case *corev1.Pod:
+		trimPod(o)
 	case *appsv1.StatefulSet:
 		trimStatefulSet(o)
 	case *appsv1.ControllerRevision:
@@ -97,6 +100,64 @@ func trim(in any) (any, error) {
 		}
 	}
 	return in, nil
+}
+
+// trimPod keeps what the controllers read of a Pod: all of its metadata
+// (labels, annotations with the in-place records, owners), the node it is
+// bound to, its readiness gates, its containers' names and images (and an
+// init container's restart policy, which makes it a sidecar), its phase,
+// conditions and the containers' current statuses. The rest of the spec
+// (volumes, env, probes, resources, tolerations and so on) and of the
+// status (last terminations, IPs, resources) goes: at 10,000 Pods the
+// dropped part was about half of the manager's live heap. Pods are written
+// only with patches computed between two copies of a cached Pod, so a
+// field absent from both is never in a patch.
+func trimPod(pod *corev1.Pod) {
+	spec := &pod.Spec
+	*spec = corev1.PodSpec{
+		NodeName:       spec.NodeName,
+		ReadinessGates: spec.ReadinessGates,
+		InitContainers: podContainers(spec.InitContainers),
+		Containers:     podContainers(spec.Containers),
+	}
+	status := &pod.Status
+	*status = corev1.PodStatus{
+		Phase:                 status.Phase,
+		Conditions:            status.Conditions,
+		Reason:                status.Reason,
+		Message:               status.Message,
+		InitContainerStatuses: currentStatuses(status.InitContainerStatuses),
+		ContainerStatuses:     currentStatuses(status.ContainerStatuses),
+	}
+}
+
+// podContainers keeps the fields pkg/inplace reads: name, image and, for
+// init containers, the restart policy.
+func podContainers(containers []corev1.Container) []corev1.Container {
+	if containers == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(containers))
+	for i, c := range containers {
+		out[i] = corev1.Container{Name: c.Name, Image: c.Image, RestartPolicy: c.RestartPolicy}
+	}
+	return out
+}
+
+// currentStatuses keeps what tells a restarted container on its new image
+// from the old one, and whether it is ready.
+func currentStatuses(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if statuses == nil {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(statuses))
+	for i, s := range statuses {
+		out[i] = corev1.ContainerStatus{
+			Name: s.Name, Image: s.Image, ImageID: s.ImageID, ContainerID: s.ContainerID,
+			Ready: s.Ready, Started: s.Started, RestartCount: s.RestartCount, State: s.State,
+		}
+	}
+	return out
 }
 
 // trimStatefulSet keeps what the Rollout's StatefulSet adapter observes:

@@ -51,6 +51,56 @@ func richSpec() corev1.PodSpec {
 	}
 }
 
+// richPod is a Pod as the kubelet reports it, with an init sidecar.
+func richPod() *corev1.Pod {
+	spec := richSpec()
+	always := corev1.ContainerRestartPolicyAlways
+	spec.InitContainers = append(spec.InitContainers, corev1.Container{Name: "proxy", Image: "proxy:1", RestartPolicy: &always, Args: []string{"--listen"}})
+	spec.NodeName = "node-1"
+	spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: stepwisev1.InPlaceUpdateReady}}
+	spec.Tolerations = []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists}}
+	started := true
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Unix(100, 0)}}
+	meta := sampleMeta("web-0")
+	meta.Annotations[stepwisev1.InPlaceUpdateStateAnnotation] = `{"revision":"web-2"}`
+	meta.OwnerReferences = controlledBy("stepwise.dev/v1alpha1", "CloneSet", "web")
+	return &corev1.Pod{ObjectMeta: meta, Spec: spec, Status: corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(200, 0)}},
+		HostIP:     "10.0.0.1", PodIP: "10.244.0.5", PodIPs: []corev1.PodIP{{IP: "10.244.0.5"}},
+		StartTime: ptr.To(metav1.Unix(90, 0)), QOSClass: corev1.PodQOSBestEffort,
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "app", Image: "web:1.0.0", ImageID: "sha256:aa", ContainerID: "containerd://1",
+			Ready: true, Started: &started, RestartCount: 2, State: running,
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}},
+			VolumeMounts:         []corev1.VolumeMountStatus{{Name: "data", MountPath: "/data"}},
+		}},
+	}}
+}
+
+// keptPod is richPod as the cache keeps it.
+func keptPod() *corev1.Pod {
+	always := corev1.ContainerRestartPolicyAlways
+	started := true
+	meta := keptMeta("web-0")
+	meta.Annotations[stepwisev1.InPlaceUpdateStateAnnotation] = `{"revision":"web-2"}`
+	meta.OwnerReferences = controlledBy("stepwise.dev/v1alpha1", "CloneSet", "web")
+	return &corev1.Pod{ObjectMeta: meta, Spec: corev1.PodSpec{
+		NodeName:       "node-1",
+		ReadinessGates: []corev1.PodReadinessGate{{ConditionType: stepwisev1.InPlaceUpdateReady}},
+		InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1"}, {Name: "proxy", Image: "proxy:1", RestartPolicy: &always}},
+		Containers:     []corev1.Container{{Name: "app", Image: "web:1.0.0"}},
+	}, Status: corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(200, 0)}},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "app", Image: "web:1.0.0", ImageID: "sha256:aa", ContainerID: "containerd://1",
+			Ready: true, Started: &started, RestartCount: 2,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Unix(100, 0)}},
+		}},
+	}}
+}
+
 func sampleMeta(name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Namespace: "ns", Name: name, UID: types.UID("uid-" + name), Generation: 3, ResourceVersion: "42",
@@ -123,9 +173,9 @@ func TestTrim(t *testing.T) {
 		in   runtime.Object
 		want runtime.Object
 	}{{
-		name: "a Pod loses managedFields and last-applied only",
-		in:   &corev1.Pod{ObjectMeta: sampleMeta("web-0"), Spec: richSpec(), Status: corev1.PodStatus{Phase: corev1.PodRunning}},
-		want: &corev1.Pod{ObjectMeta: keptMeta("web-0"), Spec: richSpec(), Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+		name: "a Pod keeps its metadata, and of spec and status what the controllers read",
+		in:   richPod(),
+		want: keptPod(),
 	}, {
 		name: "a Stepwise CloneSet is kept whole but for managedFields and last-applied",
 		in:   &stepwisev1.CloneSet{ObjectMeta: sampleMeta("web"), Spec: stepwisev1.CloneSetSpec{Selector: selector, Template: corev1.PodTemplateSpec{Spec: richSpec()}}},

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
 // TestCacheHoldsOnlyWhatControllersRead looks into the running manager's
@@ -82,5 +84,75 @@ func TestCacheHoldsOnlyWhatControllersRead(t *testing.T) {
 		var cachedRev appsv1.ControllerRevision
 		g.Expect(cache.Get(ctx, client.ObjectKeyFromObject(rev), &cachedRev)).To(Succeed())
 		g.Expect(cachedRev.Data.Raw).To(BeEmpty())
+	}, timeout).Should(Succeed())
+}
+
+// TestWritesFromTrimmedPodsKeepWhatTheCacheDropped: the cache keeps only
+// what the controllers read of a Pod, and the CloneSet's in-place writes
+// are computed between two copies of that trimmed Pod. Its env, volumes,
+// mounts, tolerations and the status the kubelet wrote survive an in-place
+// image update untouched.
+func TestWritesFromTrimmedPodsKeepWhatTheCacheDropped(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cs := newCloneSet(ns, "web", 1)
+	spec := &cs.Spec.Template.Spec
+	spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "serve"}}
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "web", Effect: corev1.TaintEffectNoSchedule}}
+	g.Expect(env.client.Create(ctx, cs)).To(Succeed())
+
+	var before corev1.Pod
+	g.Eventually(func(g Gomega) {
+		pods := listPods(g, ns)
+		g.Expect(pods).To(HaveLen(1))
+		before = pods[0]
+	}, timeout).Should(Succeed())
+	// What a kubelet would report.
+	before.Status.Phase = corev1.PodRunning
+	before.Status.HostIP = "10.0.0.7"
+	before.Status.PodIP = "10.244.0.7"
+	before.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "app", Image: "example.com/app:v1", ImageID: "example.com/app@sha256:aa", ContainerID: "containerd://1", Ready: true,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}},
+	}}
+	g.Expect(env.client.Status().Update(ctx, &before)).To(Succeed())
+
+	cached := &corev1.Pod{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.manager.Manager.GetCache().Get(ctx, client.ObjectKeyFromObject(&before), cached)).To(Succeed())
+		g.Expect(cached.Status.ContainerStatuses).To(HaveLen(1))
+	}, timeout).Should(Succeed())
+	g.Expect(cached.Spec.Containers).To(Equal([]corev1.Container{{Name: "app", Image: "example.com/app:v1"}}))
+	g.Expect(cached.Spec.Volumes).To(BeEmpty())
+	g.Expect(cached.Spec.Tolerations).To(BeEmpty())
+	g.Expect(cached.Status.PodIP).To(BeEmpty())
+	g.Expect(cached.Status.ContainerStatuses[0].LastTerminationState).To(Equal(corev1.ContainerState{}))
+	g.Expect(cached.Status.ContainerStatuses[0].ImageID).To(Equal("example.com/app@sha256:aa"))
+
+	g.Eventually(func(g Gomega) {
+		cs := getCloneSet(g, ns, "web")
+		cs.Spec.Template.Spec.Containers[0].Image = "example.com/app:v2"
+		g.Expect(env.client.Update(ctx, cs)).To(Succeed())
+	}, timeout).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		after := &corev1.Pod{}
+		g.Expect(env.client.Get(ctx, client.ObjectKeyFromObject(&before), after)).To(Succeed())
+		g.Expect(after.UID).To(Equal(before.UID))
+		g.Expect(after.Spec.Containers[0].Image).To(Equal("example.com/app:v2"))
+		g.Expect(after.Annotations).To(HaveKey(stepwisev1.InPlaceUpdateStateAnnotation))
+		g.Expect(conditionStatus(after, stepwisev1.InPlaceUpdateReady)).To(Equal(corev1.ConditionFalse))
+
+		// All the rest is as it was.
+		g.Expect(after.Spec.Containers[0].Env).To(Equal(before.Spec.Containers[0].Env))
+		g.Expect(after.Spec.Containers[0].VolumeMounts).To(Equal(before.Spec.Containers[0].VolumeMounts))
+		g.Expect(after.Spec.Volumes).To(Equal(before.Spec.Volumes))
+		g.Expect(after.Spec.Tolerations).To(Equal(before.Spec.Tolerations))
+		g.Expect(after.Status.PodIP).To(Equal("10.244.0.7"))
+		g.Expect(after.Status.HostIP).To(Equal("10.0.0.7"))
+		g.Expect(after.Status.ContainerStatuses).To(Equal(before.Status.ContainerStatuses))
 	}, timeout).Should(Succeed())
 }
