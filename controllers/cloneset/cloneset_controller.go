@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
@@ -78,10 +77,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&stepwisev1.CloneSet{}).
-		Owns(&corev1.Pod{}).
+		// Pods and Rollouts bring a governed CloneSet ahead of the others
+		// (cloneset_priority.go).
+		Watches(&corev1.Pod{}, podEvents(r.governed)).
 		Owns(&appsv1.ControllerRevision{}).
 		// A Rollout that names a CloneSet governs how far its Pods move.
-		Watches(&stepwisev1.Rollout{}, handler.EnqueueRequestsFromMapFunc(cloneSetOf), builder.WithPredicates(governorChanged)).
+		Watches(&stepwisev1.Rollout{}, rolloutEvents(), builder.WithPredicates(governorChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }

@@ -1,0 +1,114 @@
+package cloneset
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+)
+
+// A CloneSet that a Rollout governs goes ahead of the others in the
+// workqueue. Its Rollout steps when the CloneSet's status counts the
+// step's Pods ready, so every second such a CloneSet waits in the queue
+// is a second added to the release; a CloneSet nobody waits on (a mass
+// update at maxUnavailable 100 %) is bound by how fast the API server
+// takes its writes, and loses nothing by letting a few small rounds pass
+// first. One key is never processed by two workers at once, so governed
+// CloneSets never hold more workers than there are of them with work.
+//
+// Measured (docs/benchmarks.md, bench-scale): with 200 governed CloneSets
+// stepping in the same second as 10 of 1000 Pods updated at once, the
+// governed ones' reconciles waited behind the big ones' rounds.
+const governedPriority = 10
+
+var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
+
+// podEvents enqueues the CloneSet that controls a Pod, as Owns would, at
+// governedPriority when a Rollout governs that CloneSet. Events of the
+// initial list and resyncs (no new resourceVersion) keep the low priority
+// controller-runtime gives them.
+func podEvents(governed func(context.Context, client.ObjectKey) bool) handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueueController(ctx, e.Object, q, !e.IsInInitialList, governed)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			changed := e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
+			enqueueController(ctx, e.ObjectOld, q, false, governed)
+			enqueueController(ctx, e.ObjectNew, q, changed, governed)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueueController(ctx, e.Object, q, true, governed)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueueController(ctx, e.Object, q, false, governed)
+		},
+	}
+}
+
+// enqueueController adds obj's controlling CloneSet, if any. The old and the
+// new object of an update usually name the same one: the queue keeps one
+// entry per key, at the higher of the priorities it was added with.
+func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], mayRaise bool, governed func(context.Context, client.ObjectKey) bool) {
+	owner := metav1.GetControllerOfNoCopy(obj)
+	if owner == nil || owner.Kind != cloneSetGroupKind.Kind {
+		return
+	}
+	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || gv.Group != cloneSetGroupKind.Group {
+		return
+	}
+	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}}
+	add(q, req, mayRaise && governed(ctx, req.NamespacedName))
+}
+
+// rolloutEvents enqueues the CloneSet a Rollout names when its grant or
+// its existence changed (governorChanged): such a CloneSet is governed by
+// definition, and the grant is what it waits for to move its Pods.
+func rolloutEvents() handler.EventHandler {
+	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], raise bool) {
+		for _, req := range cloneSetOf(context.Background(), obj) {
+			add(q, req, raise)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q, !e.IsInInitialList)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.ObjectNew, q, e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion())
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q, false)
+		},
+	}
+}
+
+// add queues req, at governedPriority when raise and the queue has
+// priorities; otherwise at the priority the queue gives by default.
+func add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, raise bool) {
+	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
+	if !ok || !raise {
+		q.Add(req)
+		return
+	}
+	priority := governedPriority
+	pq.AddWithOpts(priorityqueue.AddOpts{Priority: &priority}, req)
+}
+
+// governed reads from the cache whether a Rollout governs the CloneSet, as
+// its status last said.
+func (r *Reconciler) governed(ctx context.Context, key client.ObjectKey) bool {
+	cs := &stepwisev1.CloneSet{}
+	if err := r.Client.Get(ctx, key, cs, client.UnsafeDisableDeepCopy); err != nil {
+		return false
+	}
+	return cs.Status.Rollout != nil
+}

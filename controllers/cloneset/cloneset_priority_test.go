@@ -1,0 +1,132 @@
+package cloneset
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+)
+
+// TestGovernedCloneSetsGoFirst: through controller-runtime's own priority
+// queue, the events of a governed CloneSet's Pods and its Rollout's grant
+// come out before those of others; the initial list and resyncs stay low.
+func TestGovernedCloneSetsGoFirst(t *testing.T) {
+	governedSets := map[string]bool{"canary": true}
+	governed := func(_ context.Context, key client.ObjectKey) bool { return governedSets[key.Name] }
+	podOf := func(kind, apiVersion, owner, rv string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-0", ResourceVersion: rv,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: owner, Controller: ptr.To(true)}}}}
+	}
+	cloneSetPod := func(owner, rv string) *corev1.Pod {
+		return podOf("CloneSet", stepwisev1.GroupVersion.String(), owner, rv)
+	}
+	rollout := func(rv string) *stepwisev1.Rollout {
+		return &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "canary", ResourceVersion: rv},
+			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "canary"}}}
+	}
+	pods, rollouts := podEvents(governed), rolloutEvents()
+	tests := []struct {
+		name string
+		send func(context.Context, priorityqueue.PriorityQueue[reconcile.Request])
+		// want is the key that comes out, and at what priority; "" for none.
+		want     string
+		priority int
+	}{{
+		name: "a governed CloneSet's Pod changed",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("canary", "1"), ObjectNew: cloneSetPod("canary", "2")}, q)
+		},
+		want: "canary", priority: governedPriority,
+	}, {
+		name: "an ungoverned CloneSet's Pod changed",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("fleet", "1"), ObjectNew: cloneSetPod("fleet", "2")}, q)
+		},
+		want: "fleet", priority: 0,
+	}, {
+		name: "a resync of a governed CloneSet's Pod",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("canary", "2"), ObjectNew: cloneSetPod("canary", "2")}, q)
+		},
+		want: "canary", priority: handler.LowPriority,
+	}, {
+		name: "a governed CloneSet's Pod in the initial list",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			pods.Create(ctx, event.CreateEvent{Object: cloneSetPod("canary", "1"), IsInInitialList: true}, q)
+		},
+		want: "canary", priority: handler.LowPriority,
+	}, {
+		name: "a governed CloneSet's Pod deleted",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			pods.Delete(ctx, event.DeleteEvent{Object: cloneSetPod("canary", "1")}, q)
+		},
+		want: "canary", priority: governedPriority,
+	}, {
+		name: "a Pod of another controller",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: podOf("ReplicaSet", "apps/v1", "canary", "1"), ObjectNew: podOf("ReplicaSet", "apps/v1", "canary", "2")}, q)
+		},
+	}, {
+		name: "an OpenKruise CloneSet's Pod",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			pods.Create(ctx, event.CreateEvent{Object: podOf("CloneSet", "apps.kruise.io/v1alpha1", "canary", "1")}, q)
+		},
+	}, {
+		name: "the Rollout's grant changed",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			rollouts.Update(ctx, event.UpdateEvent{ObjectOld: rollout("1"), ObjectNew: rollout("2")}, q)
+		},
+		want: "canary", priority: governedPriority,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := priorityqueue.New[reconcile.Request]("test")
+			defer q.ShutDown()
+			tt.send(context.Background(), q)
+			if tt.want == "" {
+				if n := q.Len(); n != 0 {
+					t.Fatalf("%d keys queued, want none", n)
+				}
+				return
+			}
+			got, priority, _ := q.GetWithPriority()
+			if got.Name != tt.want || got.Namespace != "ns" || priority != tt.priority {
+				t.Fatalf("got %v at priority %d, want ns/%s at %d", got, priority, tt.want, tt.priority)
+			}
+		})
+	}
+}
+
+// TestGovernedCloneSetOvertakesTheQueue: queued behind others, a governed
+// CloneSet's key is the next one out.
+func TestGovernedCloneSetOvertakesTheQueue(t *testing.T) {
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name == "canary" })
+	ctx := context.Background()
+	for _, owner := range []string{"fleet-a", "fleet-b", "canary"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-0", ResourceVersion: "2",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: owner, Controller: ptr.To(true)}}}}
+		old := pod.DeepCopy()
+		old.ResourceVersion = "1"
+		pods.Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: pod}, q)
+	}
+	var order []string
+	for range 3 {
+		req, _, _ := q.GetWithPriority()
+		order = append(order, req.Name)
+		q.Done(req)
+	}
+	if order[0] != "canary" || order[1] != "fleet-a" || order[2] != "fleet-b" {
+		t.Fatalf("order %v, want canary first, then the others as they came", order)
+	}
+}
