@@ -133,11 +133,7 @@ func TestWritesFromTrimmedPodsKeepWhatTheCacheDropped(t *testing.T) {
 	g.Expect(cached.Status.ContainerStatuses[0].LastTerminationState).To(Equal(corev1.ContainerState{}))
 	g.Expect(cached.Status.ContainerStatuses[0].ImageID).To(Equal("example.com/app@sha256:aa"))
 
-	g.Eventually(func(g Gomega) {
-		cs := getCloneSet(g, ns, "web")
-		cs.Spec.Template.Spec.Containers[0].Image = "example.com/app:v2"
-		g.Expect(env.client.Update(ctx, cs)).To(Succeed())
-	}, timeout).Should(Succeed())
+	mutate(t, ns, "web", func(cs *stepwisev1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = "example.com/app:v2" })
 	g.Eventually(func(g Gomega) {
 		after := &corev1.Pod{}
 		g.Expect(env.client.Get(ctx, client.ObjectKeyFromObject(&before), after)).To(Succeed())

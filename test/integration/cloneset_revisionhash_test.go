@@ -75,11 +75,7 @@ func TestCloneSetPodsCarryTheirRevisionHash(t *testing.T) {
 	g.Expect(env.client.Patch(ctx, &victim, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 	g.Eventually(func(g Gomega) { hashesMatch(g, first) }, timeout).Should(Succeed())
 
-	g.Eventually(func(g Gomega) {
-		cs := getCloneSet(g, ns, "web")
-		cs.Spec.Template.Spec.Containers[0].Image = "example.com/app:v2"
-		g.Expect(env.client.Update(ctx, cs)).To(Succeed())
-	}, timeout).Should(Succeed())
+	mutate(t, ns, "web", func(cs *stepwisev1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = "example.com/app:v2" })
 	g.Eventually(func(g Gomega) {
 		second := getCloneSet(g, ns, "web").Status.UpdateRevision
 		g.Expect(second).NotTo(Equal(first))
