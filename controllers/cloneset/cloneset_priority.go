@@ -24,9 +24,10 @@ import (
 // first. One key is never processed by two workers at once, so governed
 // CloneSets never hold more workers than there are of them with work.
 //
-// Measured (docs/benchmarks.md, bench-scale): with 200 governed CloneSets
-// stepping in the same second as 10 of 1000 Pods updated at once, the
-// governed ones' reconciles waited behind the big ones' rounds.
+// Measured (docs/benchmarks.md, bench-scale at 1800 Pods): with 200
+// governed CloneSets stepping while 10 others update all their Pods at
+// once, the Rollouts' gate reaction p50/p99 was 3.3/7.5 s without this and
+// 0.2/0.9 s with it.
 const governedPriority = 10
 
 var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()

@@ -389,16 +389,18 @@ func blockerGrace(round *syncRound, blockers []string) time.Duration {
 
 // maxPodsWrittenPerRound bounds the Pods one reconcile writes: refreshes
 // (one write each) and moves (two writes in a row). A worker holds one
-// CloneSet until its round ends, and every other CloneSet in the queue
-// waits behind it: with 10 CloneSets of 1000 Pods updating at once on 4
-// workers, rounds of 50 moves held every worker for seconds at a time and a
-// 4-Pod CloneSet whose Rollout awaited its status waited for them (gate
-// reaction p99 6.7 s at 1800 Pods). 20 Pods is at most 40 writes, about a
-// second on an API server that answers a write in 25 ms; the rest goes to
-// the next round, which the writes' own watch events bring. Rounds also
-// bring the first Pods back while the rest still move: unbounded, a
-// 1000-Pod CloneSet at maxUnavailable 100% had its first Pod ready on the
-// new image after about 19 s (2000 writes first).
+// CloneSet until its round ends, so the round's length is how long a
+// CloneSet whose Rollout waits on it may wait for a free worker, even at
+// the head of the queue (cloneset_priority.go): with 10 CloneSets of 1000
+// Pods updating at once on 4 workers, rounds of 50 moves or of hundreds of
+// refreshes held every worker for seconds. 20 Pods is at most 40 writes,
+// about a second on an API server that answers a write in 25 ms (0.8-1.4 s
+// measured at 10,800 Pods); rounds of 10 were slower overall
+// (docs/benchmarks.md). The rest goes to the next round, which the writes'
+// own watch events bring. Rounds also bring the first Pods back while the
+// rest still move: unbounded, a 1000-Pod CloneSet at maxUnavailable 100%
+// had its first Pod ready on the new image after about 19 s (2000 writes
+// first).
 const maxPodsWrittenPerRound = 20
 
 // limitMoves keeps at most limit moves, updates first, and says whether any
