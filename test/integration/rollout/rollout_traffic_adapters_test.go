@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
@@ -56,10 +55,7 @@ func TestTrafficRoutingSelectsByTheWorkloadsOwnRevisionLabel(t *testing.T) {
 		t.Run(tc.kind, func(t *testing.T) {
 			t.Parallel()
 			ns := newNamespace(t)
-			applyAs(t, gitManager, gitService(ns))
-			applyAs(t, gitManager, gitRoute(ns))
-			git := &gatewayv1.HTTPRoute{}
-			mustGet(t, ns, "web", git)
+			git := applyGitWeb(t, ns)
 			tc.create(t, ns)
 
 			ro := newRollout(ns, "web", tc.ref,

@@ -34,6 +34,17 @@ func applyAs(t *testing.T, manager string, obj client.Object) {
 	}
 }
 
+// applyGitWeb applies git's Service and route web to ns, as a GitOps tool
+// does, and returns the route as the API server stores (defaults) it.
+func applyGitWeb(t *testing.T, ns string) *gatewayv1.HTTPRoute {
+	t.Helper()
+	applyAs(t, gitManager, gitService(ns))
+	applyAs(t, gitManager, gitRoute(ns))
+	git := &gatewayv1.HTTPRoute{}
+	mustGet(t, ns, "web", git)
+	return git
+}
+
 // webRouting routes through route web (in routeNS; "" for the Rollout's
 // namespace) from Service web to Service web-canary, which Stepwise creates.
 func webRouting(routeNS string) *stepwisev1.TrafficRouting {
@@ -59,10 +70,7 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	ns := newNamespace(t)
-	applyAs(t, gitManager, gitService(ns))
-	applyAs(t, gitManager, gitRoute(ns))
-	git := &gatewayv1.HTTPRoute{} // as the API server stores (defaults) it
-	mustGet(t, ns, "web", git)
+	git := applyGitWeb(t, ns)
 	ro := trafficRollout(ns)
 	createRollout(t, ro)
 

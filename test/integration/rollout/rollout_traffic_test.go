@@ -126,10 +126,7 @@ func selectorOf(g Gomega, ns, name string) map[string]string {
 func TestTrafficRoutingFollowsTheSteps(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	applyAs(t, gitManager, gitService(ns))
-	applyAs(t, gitManager, gitRoute(ns))
-	git := &gatewayv1.HTTPRoute{}
-	mustGet(t, ns, "web", git)
+	git := applyGitWeb(t, ns)
 	createCloneSet(t, newCloneSet(ns, "web", 4, "v1"))
 	autopilot(t, ns, "web")
 	podPilot(t, ns, "web")
