@@ -226,6 +226,8 @@ type UpdateScatterTerm struct {
 type InPlaceUpdateStrategy struct {
 	// GracePeriodSeconds is the time between taking a Pod out of service
 	// (InPlaceUpdateReady=False) and changing its images, so endpoints drain first.
+	// While a Rollout with trafficRouting governs the CloneSet, at least 3 s
+	// apply, so the Gateway follows the endpoints before the container stops.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	GracePeriodSeconds int32 `json:"gracePeriodSeconds,omitempty"`

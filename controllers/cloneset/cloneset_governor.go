@@ -45,6 +45,29 @@ type governance struct {
 	// gone names the Rollout that governed the CloneSet (status.rollout)
 	// when it no longer does.
 	gone string
+	// routesTraffic is true when the governing Rollout moves a Gateway's
+	// traffic with its steps (spec.trafficRouting).
+	routesTraffic bool
+}
+
+// gatewayDrainSeconds is the least time between a Pod leaving its Service's
+// endpoints and its image being patched while a Rollout routes traffic
+// through a Gateway. A Gateway learns that a Pod left from the
+// EndpointSlice and may apply what it learns in batches: Traefik, with its
+// defaults, up to 2 s later (providersThrottleDuration), during which it
+// still sends the Pod requests. inPlaceUpdateStrategy.gracePeriodSeconds
+// defaults to 0, as in OpenKruise, which is right behind kube-proxy alone;
+// behind a Gateway it would send requests to a container being stopped,
+// so the larger of the two applies.
+const gatewayDrainSeconds = 3
+
+// gracePeriodSeconds is the grace period the in-place engine applies: the
+// spec's, raised to gatewayDrainSeconds while a Rollout routes traffic.
+func (g governance) gracePeriodSeconds(spec int32) int32 {
+	if g.routesTraffic {
+		return max(spec, gatewayDrainSeconds)
+	}
+	return spec
 }
 
 // governanceOf picks the Rollout that governs cs among the namespace's
@@ -60,6 +83,7 @@ func governanceOf(cs *stepwisev1.CloneSet, rollouts []stepwisev1.Rollout) govern
 	g := governance{known: true}
 	if ro := stepwisev1.Claimant(naming); ro != nil {
 		g.rollout, g.grant = ro.Name, ro.Status.PartitionGrant
+		g.routesTraffic = ro.Spec.TrafficRouting != nil
 	}
 	if prev := cs.Status.Rollout; prev != nil && prev.Name != g.rollout {
 		g.gone = prev.Name

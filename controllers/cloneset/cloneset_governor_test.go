@@ -92,3 +92,39 @@ func TestGovernance(t *testing.T) {
 		})
 	}
 }
+
+// TestGracePeriodBehindAGateway: while the governing Rollout routes traffic
+// through a Gateway, the engine waits at least gatewayDrainSeconds between
+// taking a Pod out of its endpoints and patching its image, whatever the
+// spec says; a longer spec wins; without trafficRouting the spec applies.
+func TestGracePeriodBehindAGateway(t *testing.T) {
+	rollout := func(routing *stepwisev1.TrafficRouting) []stepwisev1.Rollout {
+		return []stepwisev1.Rollout{{
+			ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: stepwisev1.RolloutSpec{
+				WorkloadRef:    stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "web"},
+				TrafficRouting: routing,
+			},
+		}}
+	}
+	routed := &stepwisev1.TrafficRouting{StableService: "web", HTTPRoutes: []stepwisev1.HTTPRouteReference{{Name: "web"}}}
+	tests := []struct {
+		name     string
+		rollouts []stepwisev1.Rollout
+		spec     int32
+		want     int32
+	}{
+		{name: "no Rollout: the spec's default 0", want: 0},
+		{name: "a Rollout without traffic routing: the spec's", rollouts: rollout(nil), spec: 1, want: 1},
+		{name: "routed through a Gateway: at least the drain", rollouts: rollout(routed), want: gatewayDrainSeconds},
+		{name: "routed, a longer spec wins", rollouts: rollout(routed), spec: 10, want: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := &stepwisev1.CloneSet{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
+			if got := governanceOf(cs, tt.rollouts).gracePeriodSeconds(tt.spec); got != tt.want {
+				t.Errorf("grace period %d s, want %d s", got, tt.want)
+			}
+		})
+	}
+}

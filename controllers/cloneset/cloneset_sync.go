@@ -104,12 +104,13 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	return requeue.d, nil
 }
 
-func (r *Reconciler) inPlaceOptions(cs *stepwisev1.CloneSet) inplace.UpdateOptions {
+func (r *Reconciler) inPlaceOptions(round *syncRound) inplace.UpdateOptions {
 	opts := inplace.UpdateOptions{RevisionLabel: RevisionLabel, ServiceLabel: stepwisev1.RevisionHashLabel}
-	if s := cs.Spec.UpdateStrategy.InPlaceUpdateStrategy; s != nil {
+	if s := round.cs.Spec.UpdateStrategy.InPlaceUpdateStrategy; s != nil {
 		opts.GracePeriodSeconds = s.GracePeriodSeconds
 		opts.ContainerBatches = s.ContainerBatches
 	}
+	opts.GracePeriodSeconds = round.gov.gracePeriodSeconds(opts.GracePeriodSeconds)
 	return opts
 }
 
@@ -271,7 +272,7 @@ func (r *Reconciler) movePod(ctx context.Context, round *syncRound, key types.Na
 		}
 		spec.Labels[stepwisev1.LifecycleStateLabel] = stepwisev1.LifecycleStateUpdating
 	}
-	res := r.engine.Update(ctx, pod, spec, r.inPlaceOptions(cs))
+	res := r.engine.Update(ctx, pod, spec, r.inPlaceOptions(round))
 	if res.Err != nil {
 		r.Metrics.InPlaceUpdatesFailed.WithLabelValues(cs.Namespace, cs.Name).Inc()
 		r.event(cs, corev1.EventTypeWarning, stepwisev1.EventFailedUpdatePodInPlace, fmt.Sprintf("updating pod %s in place to revision %s: %v", pod.Name, target.Name, res.Err))
@@ -346,7 +347,7 @@ func (r *Reconciler) redrive(ctx context.Context, round *syncRound, key types.Na
 	if err != nil {
 		return 0, err
 	}
-	res := r.engine.Update(ctx, pod, inplace.SpecForTemplate(template, rev.Name), r.inPlaceOptions(cs))
+	res := r.engine.Update(ctx, pod, inplace.SpecForTemplate(template, rev.Name), r.inPlaceOptions(round))
 	if res.Err != nil {
 		return 0, fmt.Errorf("re-driving pod %s after corrupt state: %w", pod.Name, res.Err)
 	}

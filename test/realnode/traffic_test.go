@@ -73,11 +73,13 @@ func testTrafficThroughTraefik(t *testing.T, b *bed) {
 		},
 	}
 	cs := demoCloneSet(ns, "web", "v1", 2, stepwisev1.InPlaceIfPossibleCloneSetUpdateStrategyType)
-	// Traefik runs with its defaults: it applies what it learns at most
-	// every 2 s (providersThrottleDuration), so a Pod that left the
-	// endpoints can get requests that long. The grace period covers it, as
-	// docs/traffic.md tells users.
-	cs.Spec.UpdateStrategy.InPlaceUpdateStrategy.GracePeriodSeconds = 3
+	// The CloneSet's grace period is the default, 0, as a new user leaves
+	// it. Traefik runs with its defaults too: it applies what it learns at
+	// most every 2 s (providersThrottleDuration), so a Pod that left the
+	// endpoints can get requests that long; the Rollout's trafficRouting
+	// makes the CloneSet wait gatewayDrainSeconds (3 s) before patching an
+	// image, and the request stream below allows no failed request.
+	cs.Spec.UpdateStrategy.InPlaceUpdateStrategy.GracePeriodSeconds = 0
 	b.create(t, gc, gw, demoService(ns, "web"), route, cs)
 	b.waitSettled(t, ns, "web", 2, 2*time.Minute)
 
