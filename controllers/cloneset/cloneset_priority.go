@@ -43,8 +43,12 @@ func podEvents(governed func(context.Context, client.ObjectKey) bool) handler.Ev
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			changed := e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
-			enqueueController(ctx, e.ObjectOld, q, false, governed)
 			enqueueController(ctx, e.ObjectNew, q, changed, governed)
+			// A Pod's controller hardly ever changes; when it does (orphaned,
+			// adopted), the one it left must look too.
+			if old := metav1.GetControllerOfNoCopy(e.ObjectOld); old != nil && !sameController(old, metav1.GetControllerOfNoCopy(e.ObjectNew)) {
+				enqueueController(ctx, e.ObjectOld, q, false, governed)
+			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueueController(ctx, e.Object, q, true, governed)
@@ -55,9 +59,12 @@ func podEvents(governed func(context.Context, client.ObjectKey) bool) handler.Ev
 	}
 }
 
-// enqueueController adds obj's controlling CloneSet, if any. The old and the
-// new object of an update usually name the same one: the queue keeps one
-// entry per key, at the higher of the priorities it was added with.
+func sameController(a, b *metav1.OwnerReference) bool {
+	return b != nil && a.UID == b.UID
+}
+
+// enqueueController adds obj's controlling CloneSet, if any. The queue
+// keeps one entry per key, at the highest priority it was added with.
 func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], mayRaise bool, governed func(context.Context, client.ObjectKey) bool) {
 	owner := metav1.GetControllerOfNoCopy(obj)
 	if owner == nil || owner.Kind != cloneSetGroupKind.Kind {

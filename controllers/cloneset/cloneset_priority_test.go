@@ -71,6 +71,14 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 		},
 		want: "canary", priority: governedPriority,
 	}, {
+		name: "a Pod released by its CloneSet: the CloneSet it left looks again",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			released := cloneSetPod("fleet", "2")
+			released.OwnerReferences = nil
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("fleet", "1"), ObjectNew: released}, q)
+		},
+		want: "fleet", priority: 0,
+	}, {
 		name: "a Pod of another controller",
 		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
 			pods.Update(ctx, event.UpdateEvent{ObjectOld: podOf("ReplicaSet", "apps/v1", "canary", "1"), ObjectNew: podOf("ReplicaSet", "apps/v1", "canary", "2")}, q)
