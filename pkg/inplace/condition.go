@@ -143,11 +143,7 @@ func IsUpdating(pod *corev1.Pod) bool {
 	if heldByEngine(pod) {
 		return true
 	}
-	state, grace, err := readRecords(pod)
-	if err != nil {
-		return true
-	}
-	return grace != nil || (state != nil && len(state.PendingBatches) > 0)
+	return !recordsSettled(readRecords(pod))
 }
 
 // Ready reports whether the Pod serves traffic as far as a CloneSet is

@@ -23,14 +23,17 @@ type Interface interface {
 	// Refresh advances an update in progress; call it for every Pod on every
 	// reconcile.
 	Refresh(ctx context.Context, pod *corev1.Pod) RefreshResult
+	// IsUpdating is the package's IsUpdating, remembering settled Pods.
+	IsUpdating(pod *corev1.Pod) bool
 }
 
 var _ Interface = (*Engine)(nil)
 
 // Engine updates Pods in place through a PodClient.
 type Engine struct {
-	client PodClient
-	clock  clock.PassiveClock
+	client  PodClient
+	clock   clock.PassiveClock
+	settled settledRecords
 }
 
 // New returns an engine writing through client and reading time from clk.

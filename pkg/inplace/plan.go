@@ -208,23 +208,31 @@ type refreshPlan struct {
 	state   *State // for refreshPatch
 	patch   map[string]string
 	corrupt error
+	// settled: the records are readable and hold nothing left to do.
+	settled bool
 }
 
 // planRefresh decides the next step of the Pod's in-place update, if any.
 // It only advances what the records say; it never starts an update.
-func planRefresh(pod *corev1.Pod, now time.Time) refreshPlan {
-	state, grace, err := readRecords(pod)
-	if err != nil {
-		return refreshPlan{phase: PhaseUpdating, corrupt: err}
+// settled says the records are known to hold nothing left to do
+// (settledRecords); they are then decoded only if the engine holds the Pod.
+func planRefresh(pod *corev1.Pod, now time.Time, settled bool) refreshPlan {
+	held := heldByEngine(pod)
+	var state *State
+	var grace *Grace
+	if !settled || held {
+		var err error
+		if state, grace, err = readRecords(pod); err != nil {
+			return refreshPlan{phase: PhaseUpdating, corrupt: err}
+		}
 	}
 	pending := state != nil && len(state.PendingBatches) > 0
-	held := heldByEngine(pod)
 	if grace == nil && !pending && !held {
 		if getCondition(pod) == nil {
 			// A new Pod: nothing to wait for, let its readiness gate pass.
-			return refreshPlan{action: refreshSetReady, phase: PhaseIdle, reason: ConditionReasonNotUpdating}
+			return refreshPlan{action: refreshSetReady, phase: PhaseIdle, reason: ConditionReasonNotUpdating, settled: true}
 		}
-		return refreshPlan{phase: PhaseIdle}
+		return refreshPlan{phase: PhaseIdle, settled: true}
 	}
 
 	if grace != nil && now.Before(grace.NotBefore.Time) {

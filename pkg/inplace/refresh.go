@@ -73,7 +73,10 @@ func (e *Engine) Refresh(ctx context.Context, pod *corev1.Pod) RefreshResult {
 		}
 		stale = true
 		now := e.clock.Now()
-		plan := planRefresh(current, now)
+		plan := planRefresh(current, now, e.settled.has(current))
+		if plan.settled {
+			e.settled.add(current)
+		}
 		res = RefreshResult{Phase: plan.phase, Delay: plan.delay, CorruptState: plan.corrupt, Pod: res.Pod}
 
 		switch plan.action {
