@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,6 +42,8 @@ type Reconciler struct {
 
 	engine       *inplace.Engine
 	expectations *expectations
+	// podIndexer is the Pod informer's store, read by ownedPods.
+	podIndexer toolscache.Indexer
 }
 
 // RBAC: only the verbs the code calls. CloneSets, Pods and revisions are
@@ -72,7 +75,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	}
 	r.engine = inplace.New(inplace.NewControllerRuntimePodClient(r.Client, r.APIReader), r.Clock)
 	r.expectations = newExpectations(r.Clock.Now)
-	if err := r.setUpIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := r.setUpIndexes(context.Background(), mgr.GetFieldIndexer(), mgr.GetCache()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -106,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 
 	original := cs.DeepCopy()
-	round := &syncRound{cs: cs, now: r.Clock.Now()}
+	round := &syncRound{cs: cs, now: r.Clock.Now(), isUpdating: r.engine.IsUpdating}
 	defer func() {
 		if err := r.patchStatus(ctx, original, round, retErr == nil); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -122,7 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	round.selector = selector
 
-	pods, err := r.ownedPods(ctx, cs, selector)
+	pods, err := r.ownedPods(cs, selector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -171,6 +174,8 @@ type syncRound struct {
 	statusOnly bool
 	// counts are the Pods as status reports them, once computed.
 	counts *podCounts
+	// isUpdating is the engine's, which remembers the Pods it found settled.
+	isUpdating func(*corev1.Pod) bool
 }
 
 // podCounts counts the round's Pods once; sync (for its requeue) and the
@@ -181,7 +186,7 @@ func (round *syncRound) podCounts() podCounts {
 		if round.revs != nil {
 			updateRevision = round.revs.update.Name
 		}
-		c := countPods(round.pods, updateRevision, round.cs.Spec.MinReadySeconds, inplace.IsUpdating, round.now)
+		c := countPods(round.pods, updateRevision, round.cs.Spec.MinReadySeconds, round.isUpdating, round.now)
 		round.counts = &c
 	}
 	return *round.counts

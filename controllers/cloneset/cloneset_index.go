@@ -5,7 +5,10 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -31,9 +34,38 @@ func revisionOwner(obj client.Object) []string {
 	return []string{string(owner.UID)}
 }
 
-func (r *Reconciler) setUpIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+// podControllerIndex keys a cached Pod by its controller's UID, in the Pod
+// informer's own indexer, which ownedPods reads directly.
+const podControllerIndex = "stepwise.dev/pod-controller"
+
+// podController is podControllerIndex's key of a Pod: its controller's UID,
+// as for revisions.
+func podController(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	return revisionOwner(pod), nil
+}
+
+func (r *Reconciler) setUpIndexes(ctx context.Context, indexer client.FieldIndexer, informers cache.Informers) error {
 	if err := indexer.IndexField(ctx, &appsv1.ControllerRevision{}, revisionOwnerIndex, revisionOwner); err != nil {
 		return fmt.Errorf("indexing ControllerRevisions by CloneSet: %w", err)
 	}
+	informer, err := informers.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("getting the Pod informer: %w", err)
+	}
+	if err := informer.AddIndexers(toolscache.Indexers{podControllerIndex: podController}); err != nil {
+		return fmt.Errorf("indexing Pods by controller: %w", err)
+	}
+	// controller-runtime hands out client-go's shared informer; its
+	// indexer is the only read of the cache that returns the stored
+	// objects without copying each into a list.
+	withIndexer, ok := informer.(interface{ GetIndexer() toolscache.Indexer })
+	if !ok {
+		return fmt.Errorf("the Pod informer (%T) has no indexer to read", informer)
+	}
+	r.podIndexer = withIndexer.GetIndexer()
 	return nil
 }

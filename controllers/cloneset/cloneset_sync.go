@@ -152,7 +152,7 @@ func (r *Reconciler) planInput(cs *stepwisev1.CloneSet, round *syncRound) plan.I
 			// A Pod held by its preDelete hook is on its way out; one held
 			// by its inPlaceUpdate hook is as good as updating.
 			Terminating: pod.DeletionTimestamp != nil || lifecycleState(pod) == stepwisev1.LifecycleStatePreparingDelete,
-			Updating: inplace.IsUpdating(pod) ||
+			Updating: round.isUpdating(pod) ||
 				(lifecycleState(pod) == stepwisev1.LifecycleStatePreparingUpdate && hooked(pod, inPlaceUpdateHook(cs))),
 			Held:            lifecycleState(pod) == stepwisev1.LifecycleStatePreparingUpdate,
 			SpecifiedDelete: toDelete[pod.Name] || pod.Labels[stepwisev1.SpecifiedDeleteLabel] == "true",
