@@ -2,6 +2,7 @@ package manager
 
 import (
 	"encoding/json"
+	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -112,23 +113,126 @@ func trim(in any) (any, error) {
 // dropped part was about half of the manager's live heap. Pods are written
 // only with patches computed between two copies of a cached Pod, so a
 // field absent from both is never in a patch.
+//
+// What is kept is then compacted (compactPodMeta, and the copies below):
+// every value a reader sees is unchanged, but strings the Pods of a
+// workload repeat share one copy, and slices are exactly as long as their
+// contents. BenchmarkCachedPodBytes (a CloneSet Pod as the kubelet
+// reports it, decoded from protobuf as the informer does) measured 5,894
+// bytes per cached Pod before and 4,745 after, which at 10,000 Pods is
+// about 11 MiB less live heap, for about 4 µs more CPU per Pod event
+// (BenchmarkDecodeAndTrimPod). Most of what remains is the Pod, Container
+// and ContainerStatus structs themselves, whose size their types fix, and
+// the label and annotation maps: a map of up to eight entries takes the
+// same room whatever its length, so rebuilding them smaller gains nothing.
 func trimPod(pod *corev1.Pod) {
+	compactPodMeta(&pod.ObjectMeta)
 	spec := &pod.Spec
 	*spec = corev1.PodSpec{
-		NodeName:       spec.NodeName,
-		ReadinessGates: spec.ReadinessGates,
+		NodeName:       intern(spec.NodeName),
+		ReadinessGates: readinessGates(spec.ReadinessGates),
 		InitContainers: podContainers(spec.InitContainers),
 		Containers:     podContainers(spec.Containers),
 	}
 	status := &pod.Status
 	*status = corev1.PodStatus{
-		Phase:                 status.Phase,
-		Conditions:            status.Conditions,
-		Reason:                status.Reason,
+		Phase:                 intern(status.Phase),
+		Conditions:            podConditions(status.Conditions),
+		Reason:                intern(status.Reason),
 		Message:               status.Message,
 		InitContainerStatuses: currentStatuses(status.InitContainerStatuses),
 		ContainerStatuses:     currentStatuses(status.ContainerStatuses),
 	}
+}
+
+// intern returns s backed by the one copy the unique package keeps of
+// equal strings. The decoder allocates every string of every Pod anew, but
+// most of them (namespace, labels, owner, node, images, condition types)
+// are the same in all the Pods of a workload; interned, the Pods share
+// their bytes. Strings are immutable, so sharing them cannot leak a write
+// from one Pod into another.
+//
+// Only strings that repeat across Pods are worth it: a Pod's own name,
+// uid, resourceVersion, container IDs and messages would each be copied
+// once more into unique's map, for nothing.
+//
+// unique keeps its copy only while a Handle to it lives, and no Handle is
+// kept here (only the string), so after a garbage collection the next Pod
+// decoded makes a new copy: equal strings are shared by the Pods decoded
+// between two collections, not by all of them. That still turns one copy
+// per Pod into one per collection cycle, without a table of our own that
+// would have to be pruned; the loss is small even when the collector runs
+// often: BenchmarkCachedPodBytes with GOGC=5 kept 4,752 bytes per Pod,
+// against 4,745 at the default GOGC=100.
+func intern[S ~string](s S) S {
+	if s == "" {
+		return s
+	}
+	return S(unique.Make(string(s)).Value())
+}
+
+// compactPodMeta interns the strings of a Pod's metadata that its
+// workload's Pods share: namespace, generateName, label keys and values,
+// annotation keys (the values, like the in-place state, are the Pod's
+// own) and the owners. Labels and annotations are copied into new maps to
+// intern their keys, which a map cannot change in place.
+func compactPodMeta(meta *metav1.ObjectMeta) {
+	meta.Namespace = intern(meta.Namespace)
+	meta.GenerateName = intern(meta.GenerateName)
+	if meta.Labels != nil {
+		labels := make(map[string]string, len(meta.Labels))
+		for k, v := range meta.Labels {
+			labels[intern(k)] = intern(v)
+		}
+		meta.Labels = labels
+	}
+	if meta.Annotations != nil {
+		annotations := make(map[string]string, len(meta.Annotations))
+		for k, v := range meta.Annotations {
+			annotations[intern(k)] = v
+		}
+		meta.Annotations = annotations
+	}
+	if meta.OwnerReferences != nil {
+		owners := make([]metav1.OwnerReference, len(meta.OwnerReferences))
+		for i, o := range meta.OwnerReferences {
+			owners[i] = metav1.OwnerReference{
+				APIVersion: intern(o.APIVersion), Kind: intern(o.Kind), Name: intern(o.Name), UID: intern(o.UID),
+				Controller: o.Controller, BlockOwnerDeletion: o.BlockOwnerDeletion,
+			}
+		}
+		meta.OwnerReferences = owners
+	}
+}
+
+// readinessGates copies the gates with their types interned.
+func readinessGates(gates []corev1.PodReadinessGate) []corev1.PodReadinessGate {
+	if gates == nil {
+		return nil
+	}
+	out := make([]corev1.PodReadinessGate, len(gates))
+	for i, g := range gates {
+		out[i] = corev1.PodReadinessGate{ConditionType: intern(g.ConditionType)}
+	}
+	return out
+}
+
+// podConditions copies the conditions into a slice of their length, with
+// their types, statuses and reasons interned: the decoder grows the slice
+// by append, so a Pod's six conditions sat in room for eight (1,024 bytes
+// where 768 do).
+func podConditions(conditions []corev1.PodCondition) []corev1.PodCondition {
+	if conditions == nil {
+		return nil
+	}
+	out := make([]corev1.PodCondition, len(conditions))
+	for i, c := range conditions {
+		c.Type = intern(c.Type)
+		c.Status = intern(c.Status)
+		c.Reason = intern(c.Reason)
+		out[i] = c
+	}
+	return out
 }
 
 // podContainers keeps the fields pkg/inplace reads: name, image and, for
@@ -139,7 +243,7 @@ func podContainers(containers []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(containers))
 	for i, c := range containers {
-		out[i] = corev1.Container{Name: c.Name, Image: c.Image, RestartPolicy: c.RestartPolicy}
+		out[i] = corev1.Container{Name: intern(c.Name), Image: intern(c.Image), RestartPolicy: c.RestartPolicy}
 	}
 	return out
 }
@@ -153,7 +257,7 @@ func currentStatuses(statuses []corev1.ContainerStatus) []corev1.ContainerStatus
 	out := make([]corev1.ContainerStatus, len(statuses))
 	for i, s := range statuses {
 		out[i] = corev1.ContainerStatus{
-			Name: s.Name, Image: s.Image, ImageID: s.ImageID, ContainerID: s.ContainerID,
+			Name: intern(s.Name), Image: intern(s.Image), ImageID: intern(s.ImageID), ContainerID: s.ContainerID,
 			Ready: s.Ready, Started: s.Started, RestartCount: s.RestartCount, State: s.State,
 		}
 	}
