@@ -140,6 +140,7 @@ func (r *Reconciler) planInput(cs *stepwisev1.CloneSet, round *syncRound) plan.I
 		PriorityStrategy: strategy.PriorityStrategy,
 		ScatterStrategy:  strategy.ScatterStrategy,
 	}
+	in.Pods = make([]plan.Pod, 0, len(round.pods))
 	for _, pod := range round.pods {
 		available, _ := podAvailable(pod, cs.Spec.MinReadySeconds, round.now)
 		in.Pods = append(in.Pods, plan.Pod{

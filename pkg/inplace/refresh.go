@@ -73,9 +73,9 @@ func (e *Engine) Refresh(ctx context.Context, pod *corev1.Pod) RefreshResult {
 		}
 		stale = true
 		now := e.clock.Now()
-		plan := planRefresh(current, now, e.settled.has(current))
+		plan := planRefresh(current, now, e.settled.has(current, now))
 		if plan.settled {
-			e.settled.add(current)
+			e.settled.add(current, now)
 		}
 		res = RefreshResult{Phase: plan.phase, Delay: plan.delay, CorruptState: plan.corrupt, Pod: res.Pod}
 

@@ -2,6 +2,7 @@ package inplace
 
 import (
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,27 +18,32 @@ import (
 // change only with the Pod's resourceVersion, so the memo never answers
 // for a version it did not see decoded.
 //
-// Two generations bound it without watching deletions: a lookup moves an
-// entry into the current generation, and when that holds as many entries
-// as the previous one (and at least settledGenerationMin), the previous is
-// dropped. Pods asked about keep their entries; a deleted Pod's goes within
-// two generations.
+// Two generations of settledGeneration each bound it without watching
+// deletions: a lookup moves an entry into the current generation, and the
+// previous one is dropped when the current one is settledGeneration old.
+// Pods asked about keep their entries; a deleted Pod's goes within two
+// generations. (Generations by count would have to know the fleet: sized
+// below it, they evicted entries before they were asked again.)
 type settledRecords struct {
 	mu                sync.Mutex
 	current, previous map[types.UID]string
+	// since is when the current generation began.
+	since time.Time
 }
 
-// settledGenerationMin keeps small fleets from swapping generations at
-// every round.
-const settledGenerationMin = 1024
+// settledGeneration is the age at which the current generation becomes the
+// previous one. A reconcile asks about each Pod of its CloneSet, so any
+// Pod still there is asked about well within it.
+const settledGeneration = 10 * time.Minute
 
 // has reports whether pod, at its resourceVersion, was seen settled.
-func (m *settledRecords) has(pod *corev1.Pod) bool {
+func (m *settledRecords) has(pod *corev1.Pod, now time.Time) bool {
 	if pod.UID == "" || pod.ResourceVersion == "" {
 		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.rotateLocked(now)
 	if rv, ok := m.current[pod.UID]; ok {
 		return rv == pod.ResourceVersion
 	}
@@ -49,19 +55,24 @@ func (m *settledRecords) has(pod *corev1.Pod) bool {
 }
 
 // add records pod, at its resourceVersion, as settled.
-func (m *settledRecords) add(pod *corev1.Pod) {
+func (m *settledRecords) add(pod *corev1.Pod, now time.Time) {
 	if pod.UID == "" || pod.ResourceVersion == "" {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.rotateLocked(now)
 	m.addLocked(pod)
 }
 
-func (m *settledRecords) addLocked(pod *corev1.Pod) {
-	if _, ok := m.current[pod.UID]; !ok && len(m.current) >= max(len(m.previous), settledGenerationMin) {
-		m.previous, m.current = m.current, nil
+// rotateLocked starts a new generation when the current one is old enough.
+func (m *settledRecords) rotateLocked(now time.Time) {
+	if now.Sub(m.since) >= settledGeneration {
+		m.previous, m.current, m.since = m.current, nil, now
 	}
+}
+
+func (m *settledRecords) addLocked(pod *corev1.Pod) {
 	if m.current == nil {
 		m.current = make(map[types.UID]string, len(m.previous))
 	}
@@ -79,11 +90,12 @@ func (e *Engine) IsUpdating(pod *corev1.Pod) bool {
 	if heldByEngine(pod) {
 		return true
 	}
-	if e.settled.has(pod) {
+	now := e.clock.Now()
+	if e.settled.has(pod, now) {
 		return false
 	}
 	if recordsSettled(readRecords(pod)) {
-		e.settled.add(pod)
+		e.settled.add(pod, now)
 		return false
 	}
 	return true

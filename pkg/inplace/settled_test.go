@@ -64,7 +64,7 @@ func TestEngineRemembersSettledPods(t *testing.T) {
 	// Pods without identity (never from an API server) are never remembered.
 	anonymous := finishedPod(t, "", "")
 	e.IsUpdating(anonymous)
-	if e.settled.has(anonymous) {
+	if e.settled.has(anonymous, epoch) {
 		t.Error("a Pod without UID and resourceVersion was remembered")
 	}
 }
@@ -116,26 +116,34 @@ func TestRefreshOfAHeldSettledPodReadsItsRecords(t *testing.T) {
 	}
 }
 
-// Entries asked about survive the generations; the rest, such as deleted
-// Pods', go within two.
+// Entries asked about survive the generations, however many Pods there
+// are; the rest, such as deleted Pods', go within two generations.
 func TestSettledRecordsForgetsPodsNoLongerAskedAbout(t *testing.T) {
 	var m settledRecords
-	pod := func(i int) *corev1.Pod {
-		return finishedPod(t, types.UID(fmt.Sprintf("uid-%d", i)), "1")
+	now := epoch
+	pods := make([]*corev1.Pod, 20000)
+	for i := range pods {
+		pods[i] = finishedPod(t, types.UID(fmt.Sprintf("uid-%d", i)), "1")
 	}
-	kept, gone := pod(-1), pod(-2)
-	m.add(kept)
-	m.add(gone)
-	for i := range 3 * settledGenerationMin {
-		m.add(pod(i))
-		if !m.has(kept) {
-			t.Fatalf("after %d other Pods, a Pod asked about at every step was forgotten", i)
+	gone := finishedPod(t, "uid-deleted", "1")
+	m.add(gone, now)
+	// Every Pod is asked about once a minute for half an hour: three
+	// generations pass, and none of them is forgotten.
+	for minute := range 30 {
+		now = epoch.Add(time.Duration(minute) * time.Minute)
+		for i, pod := range pods {
+			if !m.has(pod, now) {
+				if minute > 0 {
+					t.Fatalf("minute %d: Pod %d, asked about every minute, was forgotten", minute, i)
+				}
+				m.add(pod, now)
+			}
 		}
 	}
-	if m.has(gone) {
+	if m.has(gone, now) {
 		t.Error("a Pod not asked about for three generations is still remembered")
 	}
-	if total := len(m.current) + len(m.previous); total > 2*settledGenerationMin+2 {
-		t.Errorf("memo holds %d entries, want at most two generations", total)
+	if total := len(m.current); total > len(pods) {
+		t.Errorf("current generation holds %d entries for %d Pods", total, len(pods))
 	}
 }
