@@ -42,7 +42,8 @@ type Reconciler struct {
 
 	engine       *inplace.Engine
 	expectations *expectations
-	// podIndexer is the Pod informer's store, read by ownedPods.
+	// podIndexer is the Pod informer's store, read by ownedPods; nil when
+	// the cache watches a list of namespaces.
 	podIndexer toolscache.Indexer
 	// waiting are the governed CloneSets queued ahead, which ungoverned
 	// rounds yield to (cloneset_priority.go).
@@ -130,7 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	round.selector = selector
 
-	pods, err := r.ownedPods(cs, selector)
+	pods, err := r.ownedPods(ctx, cs, selector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -56,16 +56,21 @@ func (r *Reconciler) setUpIndexes(ctx context.Context, indexer client.FieldIndex
 	if err != nil {
 		return fmt.Errorf("getting the Pod informer: %w", err)
 	}
-	if err := informer.AddIndexers(toolscache.Indexers{podControllerIndex: podController}); err != nil {
+	// controller-runtime hands out client-go's shared informer when it
+	// watches every namespace; its indexer is the only read of the cache
+	// that returns the stored objects without copying each into a list.
+	if withIndexer, ok := informer.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		if err := informer.AddIndexers(toolscache.Indexers{podControllerIndex: podController}); err != nil {
+			return fmt.Errorf("indexing Pods by controller: %w", err)
+		}
+		r.podIndexer = withIndexer.GetIndexer()
+		return nil
+	}
+	// Watching a list of namespaces (--namespaces), it keeps an informer
+	// per namespace behind one without an indexer of its own: Pods are then
+	// listed through the cache by the same key, copied into the list.
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, podControllerIndex, revisionOwner); err != nil {
 		return fmt.Errorf("indexing Pods by controller: %w", err)
 	}
-	// controller-runtime hands out client-go's shared informer; its
-	// indexer is the only read of the cache that returns the stored
-	// objects without copying each into a list.
-	withIndexer, ok := informer.(interface{ GetIndexer() toolscache.Indexer })
-	if !ok {
-		return fmt.Errorf("the Pod informer (%T) has no indexer to read", informer)
-	}
-	r.podIndexer = withIndexer.GetIndexer()
 	return nil
 }

@@ -20,7 +20,8 @@ import (
 
 // ownedPods returns the Pods this CloneSet controls and selects, read from
 // the Pod informer's indexer by controller (podControllerIndex): the
-// cache's own objects, neither copied nor gathered into a list. Nothing may
+// cache's own objects, neither copied nor gathered into a list (with
+// --namespaces, through a list by the same key; see setUpIndexes). Nothing may
 // change them: every write goes to a copy (the engine, setLifecycleState,
 // labelRevisionHashes, syncLifecycle), and a client call that decodes its
 // answer into its object (Patch, Update) is only ever given one; make
@@ -32,10 +33,23 @@ import (
 // manager's CPU; a List without copies still filled a []corev1.Pod of
 // 1.2 KB per Pod at every reconcile, a fifth of all the manager allocated,
 // and matched the selector against every Pod of the namespace.
-func (r *Reconciler) ownedPods(cs *stepwisev1.CloneSet, selector labels.Selector) ([]*corev1.Pod, error) {
-	objs, err := r.podIndexer.ByIndex(podControllerIndex, string(cs.UID))
-	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+func (r *Reconciler) ownedPods(ctx context.Context, cs *stepwisev1.CloneSet, selector labels.Selector) ([]*corev1.Pod, error) {
+	var objs []any
+	if r.podIndexer != nil {
+		var err error
+		if objs, err = r.podIndexer.ByIndex(podControllerIndex, string(cs.UID)); err != nil {
+			return nil, fmt.Errorf("listing pods: %w", err)
+		}
+	} else {
+		var list corev1.PodList
+		if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingFields{podControllerIndex: string(cs.UID)},
+			client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing pods: %w", err)
+		}
+		objs = make([]any, len(list.Items))
+		for i := range list.Items {
+			objs[i] = &list.Items[i]
+		}
 	}
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, obj := range objs {
