@@ -45,9 +45,6 @@ type Reconciler struct {
 	// podIndexer is the Pod informer's store, read by ownedPods; nil when
 	// the cache watches a list of namespaces.
 	podIndexer toolscache.Indexer
-	// waiting are the governed CloneSets queued ahead, which ungoverned
-	// rounds yield to (cloneset_priority.go).
-	waiting *waitingGoverned
 }
 
 // RBAC: only the verbs the code calls. CloneSets, Pods and revisions are
@@ -79,7 +76,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	}
 	r.engine = inplace.New(inplace.NewControllerRuntimePodClient(r.Client, r.APIReader), r.Clock)
 	r.expectations = newExpectations(r.Clock.Now)
-	r.waiting = newWaitingGoverned()
 	if err := r.setUpIndexes(context.Background(), mgr.GetFieldIndexer(), mgr.GetCache()); err != nil {
 		return err
 	}
@@ -87,10 +83,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		For(&stepwisev1.CloneSet{}).
 		// Pods and Rollouts bring a governed CloneSet ahead of the others
 		// (cloneset_priority.go).
-		Watches(&corev1.Pod{}, podEvents(r.governed, r.waiting)).
+		Watches(&corev1.Pod{}, podEvents(r.governed)).
 		Owns(&appsv1.ControllerRevision{}).
 		// A Rollout that names a CloneSet governs how far its Pods move.
-		Watches(&stepwisev1.Rollout{}, rolloutEvents(r.waiting), builder.WithPredicates(governorChanged)).
+		Watches(&stepwisev1.Rollout{}, rolloutEvents(), builder.WithPredicates(governorChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }
@@ -98,7 +94,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 // Reconcile moves one CloneSet one round closer to its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	logger := log.FromContext(ctx)
-	r.waiting.pickedUp(req.NamespacedName)
 	cs := &stepwisev1.CloneSet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cs); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -2,7 +2,6 @@ package cloneset
 
 import (
 	"context"
-	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,60 +28,7 @@ import (
 // governed CloneSets stepping while 10 others update all their Pods at
 // once, the Rollouts' gate reaction p50/p99 was 3.3/7.5 s without this and
 // 0.2/0.9 s with it.
-//
-// A worker holds its CloneSet for a whole round, up to
-// maxPodsWrittenPerRound Pods, about a second at 10,000 Pods; with every
-// worker in such a round, a governed CloneSet at the head of the queue
-// still waited for one of them to end (step reaction p99 1.2-2.9 s at
-// 10,800 Pods). So a round of a CloneSet no Rollout governs yields: once
-// it has written minPodsWrittenBeforeYield Pods, it ends early whenever a
-// governed CloneSet waits at governedPriority (waitingGoverned), and its
-// Pods' watch events bring it back behind that one. The minimum keeps a
-// fleet of stepping Rollouts from holding a mass update to one Pod per
-// round.
 const governedPriority = 10
-
-// minPodsWrittenBeforeYield is how many Pods a round of an ungoverned
-// CloneSet writes before it may yield to a waiting governed one.
-const minPodsWrittenBeforeYield = 4
-
-// waitingGoverned is the set of governed CloneSets queued at
-// governedPriority that no worker has picked up yet.
-type waitingGoverned struct {
-	mu   sync.Mutex
-	keys map[client.ObjectKey]struct{}
-}
-
-func newWaitingGoverned() *waitingGoverned {
-	return &waitingGoverned{keys: map[client.ObjectKey]struct{}{}}
-}
-
-func (w *waitingGoverned) add(key client.ObjectKey) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.keys[key] = struct{}{}
-}
-
-// pickedUp is called when a worker starts on key.
-func (w *waitingGoverned) pickedUp(key client.ObjectKey) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.keys, key)
-}
-
-// any reports whether a governed CloneSet waits for a worker.
-func (w *waitingGoverned) any() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.keys) > 0
-}
-
-// yields says whether a round that has written written Pods ends now to
-// let a waiting governed CloneSet have its worker. A governed round never
-// yields: it is what the others yield to.
-func (w *waitingGoverned) yields(governed bool, written int) bool {
-	return !governed && written >= minPodsWrittenBeforeYield && w.any()
-}
 
 var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
 
@@ -90,25 +36,25 @@ var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
 // governedPriority when a Rollout governs that CloneSet. Events of the
 // initial list and resyncs (no new resourceVersion) keep the low priority
 // controller-runtime gives them.
-func podEvents(governed func(context.Context, client.ObjectKey) bool, waiting *waitingGoverned) handler.EventHandler {
+func podEvents(governed func(context.Context, client.ObjectKey) bool) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, !e.IsInInitialList, governed, waiting)
+			enqueueController(ctx, e.Object, q, !e.IsInInitialList, governed)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			changed := e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
-			enqueueController(ctx, e.ObjectNew, q, changed, governed, waiting)
+			enqueueController(ctx, e.ObjectNew, q, changed, governed)
 			// A Pod's controller hardly ever changes; when it does (orphaned,
 			// adopted), the one it left must look too.
 			if old := metav1.GetControllerOfNoCopy(e.ObjectOld); old != nil && !sameController(old, metav1.GetControllerOfNoCopy(e.ObjectNew)) {
-				enqueueController(ctx, e.ObjectOld, q, false, governed, waiting)
+				enqueueController(ctx, e.ObjectOld, q, false, governed)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, true, governed, waiting)
+			enqueueController(ctx, e.Object, q, true, governed)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, false, governed, waiting)
+			enqueueController(ctx, e.Object, q, false, governed)
 		},
 	}
 }
@@ -119,7 +65,7 @@ func sameController(a, b *metav1.OwnerReference) bool {
 
 // enqueueController adds obj's controlling CloneSet, if any. The queue
 // keeps one entry per key, at the highest priority it was added with.
-func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], mayRaise bool, governed func(context.Context, client.ObjectKey) bool, waiting *waitingGoverned) {
+func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], mayRaise bool, governed func(context.Context, client.ObjectKey) bool) {
 	owner := metav1.GetControllerOfNoCopy(obj)
 	if owner == nil || owner.Kind != cloneSetGroupKind.Kind {
 		return
@@ -128,16 +74,16 @@ func enqueueController(ctx context.Context, obj client.Object, q workqueue.Typed
 		return
 	}
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}}
-	add(q, req, mayRaise && governed(ctx, req.NamespacedName), waiting)
+	add(q, req, mayRaise && governed(ctx, req.NamespacedName))
 }
 
 // rolloutEvents enqueues the CloneSet a Rollout names when its grant or
 // its existence changed (governorChanged): such a CloneSet is governed by
 // definition, and the grant is what it waits for to move its Pods.
-func rolloutEvents(waiting *waitingGoverned) handler.EventHandler {
+func rolloutEvents() handler.EventHandler {
 	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], raise bool) {
 		for _, req := range cloneSetOf(context.Background(), obj) {
-			add(q, req, raise, waiting)
+			add(q, req, raise)
 		}
 	}
 	return handler.Funcs{
@@ -153,16 +99,14 @@ func rolloutEvents(waiting *waitingGoverned) handler.EventHandler {
 	}
 }
 
-// add queues req, at governedPriority (and marked waiting) when raise and
-// the queue has priorities; otherwise at the priority the queue gives by
-// default.
-func add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, raise bool, waiting *waitingGoverned) {
+// add queues req, at governedPriority when raise and the queue has
+// priorities; otherwise at the priority the queue gives by default.
+func add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, raise bool) {
 	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
 	if !ok || !raise {
 		q.Add(req)
 		return
 	}
-	waiting.add(req.NamespacedName)
 	priority := governedPriority
 	pq.AddWithOpts(priorityqueue.AddOpts{Priority: &priority}, req)
 }

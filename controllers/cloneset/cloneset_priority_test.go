@@ -33,8 +33,7 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 		return &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "canary", ResourceVersion: rv},
 			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "canary"}}}
 	}
-	waiting := newWaitingGoverned()
-	pods, rollouts := podEvents(governed, waiting), rolloutEvents(waiting)
+	pods, rollouts := podEvents(governed), rolloutEvents()
 	tests := []struct {
 		name string
 		send func(context.Context, priorityqueue.PriorityQueue[reconcile.Request])
@@ -101,16 +100,6 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 			q := priorityqueue.New[reconcile.Request]("test")
 			defer q.ShutDown()
 			tt.send(context.Background(), q)
-			// A key raised is waiting for a worker until one picks it up.
-			if got, want := waiting.any(), tt.priority == governedPriority; got != want {
-				t.Errorf("a governed CloneSet waiting: %v, want %v", got, want)
-			}
-			if tt.want != "" {
-				waiting.pickedUp(client.ObjectKey{Namespace: "ns", Name: tt.want})
-			}
-			if waiting.any() {
-				t.Error("still waiting after the worker picked the key up")
-			}
 			if tt.want == "" {
 				if n := q.Len(); n != 0 {
 					t.Fatalf("%d keys queued, want none", n)
@@ -130,7 +119,7 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 func TestGovernedCloneSetOvertakesTheQueue(t *testing.T) {
 	q := priorityqueue.New[reconcile.Request]("test")
 	defer q.ShutDown()
-	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name == "canary" }, newWaitingGoverned())
+	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name == "canary" })
 	ctx := context.Background()
 	for _, owner := range []string{"fleet-a", "fleet-b", "canary"} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-0", ResourceVersion: "2",
@@ -147,36 +136,5 @@ func TestGovernedCloneSetOvertakesTheQueue(t *testing.T) {
 	}
 	if order[0] != "canary" || order[1] != "fleet-a" || order[2] != "fleet-b" {
 		t.Fatalf("order %v, want canary first, then the others as they came", order)
-	}
-}
-
-// TestUngovernedRoundsYieldToWaitingGoverned: a round of a CloneSet no
-// Rollout governs ends early, after its minimum of Pods, while a governed
-// CloneSet waits for a worker; a governed round never yields.
-func TestUngovernedRoundsYieldToWaitingGoverned(t *testing.T) {
-	waiting := newWaitingGoverned()
-	tests := []struct {
-		name     string
-		waiting  bool
-		governed bool
-		written  int
-		want     bool
-	}{
-		{name: "nobody waits", written: 19},
-		{name: "a governed CloneSet waits, the minimum is written", waiting: true, written: minPodsWrittenBeforeYield, want: true},
-		{name: "a governed CloneSet waits, below the minimum", waiting: true, written: minPodsWrittenBeforeYield - 1},
-		{name: "a governed round does not yield", waiting: true, governed: true, written: 19},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			key := client.ObjectKey{Namespace: "ns", Name: "canary"}
-			waiting.pickedUp(key)
-			if tt.waiting {
-				waiting.add(key)
-			}
-			if got := waiting.yields(tt.governed, tt.written); got != tt.want {
-				t.Errorf("yields = %v, want %v", got, tt.want)
-			}
-		})
 	}
 }

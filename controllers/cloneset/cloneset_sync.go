@@ -36,14 +36,13 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	// Refreshes come first: they bring Pods back into service. Those left
 	// over for want of budget count as unavailable in this round's plan,
 	// which only makes it move fewer.
-	budget, written := maxPodsWrittenPerRound, 0
-	governed := cs.Status.Rollout != nil
+	budget := maxPodsWrittenPerRound
 	refreshedAll := true
 	for _, pod := range round.pods {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		if budget == 0 || r.waiting.yields(governed, written) {
+		if budget == 0 {
 			refreshedAll = false
 			break
 		}
@@ -53,7 +52,6 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 		}
 		if wrote {
 			budget--
-			written++
 		}
 		requeue.at(delay)
 	}
@@ -83,27 +81,17 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	updates, rollbacks, more := limitMoves(p.Update, p.Rollback, budget)
 	more = more || !refreshedAll
 	for _, name := range updates {
-		if r.waiting.yields(governed, written) {
-			more = true
-			break
-		}
 		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.update)
 		if err != nil {
 			return 0, err
 		}
-		written++
 		requeue.at(delay)
 	}
 	for _, name := range rollbacks {
-		if r.waiting.yields(governed, written) {
-			more = true
-			break
-		}
 		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.current)
 		if err != nil {
 			return 0, err
 		}
-		written++
 		requeue.at(delay)
 	}
 	if more {
