@@ -149,12 +149,15 @@ SCALE_ROLLOUT_PODS ?= 4
 SCALE_ANALYSIS     ?= 6
 # Flags for the manager besides its defaults, e.g. --cloneset-concurrency=16.
 SCALE_MANAGER_ARGS ?=
+# Environment for the manager alone, e.g. GOGC=50 (set for the whole run it
+# would reach the API server and kwok as well).
+SCALE_MANAGER_ENV  ?=
 
 .PHONY: bench-scale
 bench-scale: test-assets ## 10 CloneSets x 1000 Pods updated at once while 200 Rollouts step with analysis; wall time, writes/Pod, RSS, step reaction, queries/s, reconciles/s, queue depth.
 	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 120m \
 		-args -scale-clonesets=$(SCALE_CLONESETS) -scale-pods=$(SCALE_PODS) -scale-rollouts=$(SCALE_ROLLOUTS) \
-		-scale-rollout-pods=$(SCALE_ROLLOUT_PODS) -scale-analysis-count=$(SCALE_ANALYSIS) -scale-manager-args="$(SCALE_MANAGER_ARGS)"
+		-scale-rollout-pods=$(SCALE_ROLLOUT_PODS) -scale-analysis-count=$(SCALE_ANALYSIS) -scale-manager-args="$(SCALE_MANAGER_ARGS)" -scale-manager-env="$(SCALE_MANAGER_ENV)"
 
 # Controllers bench-compare runs, in order (see test/bench/compare_bench_test.go).
 COMPARE ?= stepwise,deployment,kruise,kruise-noqps

@@ -581,11 +581,18 @@ func waitHTTP(b *testing.B, url, what string, timeout time.Duration) {
 // startStepwise builds and runs cmd/manager with its defaults plus extra
 // flags, named so that its user agent says stepwise-manager.
 func startStepwise(b *testing.B, kubeconfig string, extra ...string) *controllerProcess {
+	return startStepwiseWithEnv(b, kubeconfig, nil, extra...)
+}
+
+// startStepwiseWithEnv is startStepwise with more environment for the
+// manager alone (KEY=VALUE), such as GOGC, which set for the whole run
+// would also reach the API server and kwok.
+func startStepwiseWithEnv(b *testing.B, kubeconfig string, env []string, extra ...string) *controllerProcess {
 	binary := buildManager(b, "stepwise-manager")
 	metricsAddr, probeAddr := freeAddr(b), freeAddr(b)
 	args := append([]string{"--kubeconfig", kubeconfig, "--metrics-bind-address", metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address", probeAddr, "--zap-log-level", "error"}, extra...)
-	p := startProcess(b, binary, nil, args...)
+	p := startProcess(b, binary, env, args...)
 	waitHTTP(b, "http://"+probeAddr+"/readyz", "Stepwise manager", time.Minute)
 	p.metricsURL = "http://" + metricsAddr + "/metrics"
 	return p

@@ -45,6 +45,7 @@ var (
 	scaleTimeout      = flag.Duration("scale-timeout", 40*time.Minute, "BenchmarkScale: bound of the creation and of the update")
 	scaleReport       = flag.String("scale-report", "", "BenchmarkScale: write the report here as well")
 	scaleManagerArgs  = flag.String("scale-manager-args", "", "BenchmarkScale: more flags for the manager, space-separated (--cloneset-concurrency=16)")
+	scaleManagerEnv   = flag.String("scale-manager-env", "", "BenchmarkScale: more environment for the manager alone, space-separated KEY=VALUE (GOGC=50)")
 	scaleSampleEvery  = 2 * time.Second
 	scaleAnalysisTick = 10 * time.Second
 )
@@ -124,7 +125,8 @@ func BenchmarkScale(b *testing.B) {
 	b.Cleanup(prom.Stop)
 
 	pprofAddr := freeAddr(b)
-	proc := startStepwise(b, cluster.Kubeconfig, append([]string{"--pprof-bind-address", pprofAddr}, strings.Fields(*scaleManagerArgs)...)...)
+	proc := startStepwiseWithEnv(b, cluster.Kubeconfig, strings.Fields(*scaleManagerEnv),
+		append([]string{"--pprof-bind-address", pprofAddr}, strings.Fields(*scaleManagerArgs)...)...)
 
 	// Create everything, then wait until every Pod is ready and every
 	// Rollout Healthy on image v1.
@@ -663,6 +665,9 @@ func (r scaleReportData) write(w *bytes.Buffer) {
 		r.when.Format("2006-01-02 15:04 MST"), r.nBig, r.perBig, r.nRoll, r.perRoll, *scaleAnalysis, scaleAnalysisTick, total, r.nodes, r.loadBefore, r.loadAfter)
 	if *scaleManagerArgs != "" {
 		fmt.Fprintf(w, "- manager flags besides the defaults: %s\n", *scaleManagerArgs)
+	}
+	if *scaleManagerEnv != "" {
+		fmt.Fprintf(w, "- manager environment besides the run's: %s\n", *scaleManagerEnv)
 	}
 	fmt.Fprintf(w, "- creation of all Pods and Rollouts until ready/Healthy: %s\n", r.created.Round(time.Second))
 	fmt.Fprintf(w, "- the %d image patches took %s\n", r.nBig+r.nRoll, r.patched.Round(time.Millisecond))
