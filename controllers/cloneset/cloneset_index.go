@@ -24,9 +24,10 @@ import (
 // recreated under the same name never reads its predecessor's history.
 const revisionOwnerIndex = "stepwise.dev/cloneset-revision-owner"
 
-// revisionOwner is revisionOwnerIndex's key of a revision: its
-// controller's UID, whatever its kind (a UID names one object).
-func revisionOwner(obj client.Object) []string {
+// controllerUID is the key of an object in revisionOwnerIndex and
+// podControllerIndex: its controller's UID, whatever its kind (a UID names
+// one object).
+func controllerUID(obj client.Object) []string {
 	owner := metav1.GetControllerOf(obj)
 	if owner == nil {
 		return nil
@@ -38,18 +39,18 @@ func revisionOwner(obj client.Object) []string {
 // informer's own indexer, which ownedPods reads directly.
 const podControllerIndex = "stepwise.dev/pod-controller"
 
-// podController is podControllerIndex's key of a Pod: its controller's UID,
-// as for revisions.
+// podController is controllerUID for the informer's own indexer, which
+// hands it untyped objects.
 func podController(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return nil, nil
 	}
-	return revisionOwner(pod), nil
+	return controllerUID(pod), nil
 }
 
 func (r *Reconciler) setUpIndexes(ctx context.Context, indexer client.FieldIndexer, informers cache.Informers) error {
-	if err := indexer.IndexField(ctx, &appsv1.ControllerRevision{}, revisionOwnerIndex, revisionOwner); err != nil {
+	if err := indexer.IndexField(ctx, &appsv1.ControllerRevision{}, revisionOwnerIndex, controllerUID); err != nil {
 		return fmt.Errorf("indexing ControllerRevisions by CloneSet: %w", err)
 	}
 	informer, err := informers.GetInformer(ctx, &corev1.Pod{})
@@ -69,7 +70,7 @@ func (r *Reconciler) setUpIndexes(ctx context.Context, indexer client.FieldIndex
 	// Watching a list of namespaces (--namespaces), it keeps an informer
 	// per namespace behind one without an indexer of its own: Pods are then
 	// listed through the cache by the same key, copied into the list.
-	if err := indexer.IndexField(ctx, &corev1.Pod{}, podControllerIndex, revisionOwner); err != nil {
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, podControllerIndex, controllerUID); err != nil {
 		return fmt.Errorf("indexing Pods by controller: %w", err)
 	}
 	return nil

@@ -37,10 +37,10 @@ func TestIndexKeys(t *testing.T) {
 		obj   client.Object
 		want  []string
 	}{
-		{"a revision is keyed by its controller's UID", revisionOwner, revision(owner("CloneSet", "uid-1", true)), []string{"uid-1"}},
-		{"an owner that is not the controller is no key", revisionOwner, revision(owner("CloneSet", "uid-1", false)), nil},
-		{"a revision without owner has no key", revisionOwner, revision(), nil},
-		{"any controller's UID: IsControlledBy compares UIDs only", revisionOwner, revision(owner("StatefulSet", "uid-2", true)), []string{"uid-2"}},
+		{"a revision is keyed by its controller's UID", controllerUID, revision(owner("CloneSet", "uid-1", true)), []string{"uid-1"}},
+		{"an owner that is not the controller is no key", controllerUID, revision(owner("CloneSet", "uid-1", false)), nil},
+		{"a revision without owner has no key", controllerUID, revision(), nil},
+		{"any controller's UID: IsControlledBy compares UIDs only", controllerUID, revision(owner("StatefulSet", "uid-2", true)), []string{"uid-2"}},
 		{"a Pod is keyed by its controller's UID", podIndex, pod(owner("CloneSet", "uid-1", true)), []string{"uid-1"}},
 		{"a Pod another object merely owns is no key", podIndex, pod(owner("CloneSet", "uid-1", false)), nil},
 		{"a bare Pod has no key", podIndex, pod(), nil},
