@@ -226,8 +226,7 @@ func planRefresh(pod *corev1.Pod, now time.Time, settled bool) refreshPlan {
 			return refreshPlan{phase: PhaseUpdating, corrupt: err}
 		}
 	}
-	pending := state != nil && len(state.PendingBatches) > 0
-	if grace == nil && !pending && !held {
+	if recordsSettled(state, grace, nil) && !held {
 		if getCondition(pod) == nil {
 			// A new Pod: nothing to wait for, let its readiness gate pass.
 			return refreshPlan{action: refreshSetReady, phase: PhaseIdle, reason: ConditionReasonNotUpdating, settled: true}
@@ -255,7 +254,7 @@ func planRefresh(pod *corev1.Pod, now time.Time, settled bool) refreshPlan {
 		next.UpdatedContainers = addUnique(slices.Clone(state.UpdatedContainers), slices.Collect(maps.Keys(grace.Images))...)
 		return refreshPlan{action: refreshPatch, phase: PhaseUpdating, state: &next, patch: grace.Images}
 	}
-	if pending {
+	if state != nil && len(state.PendingBatches) > 0 {
 		if !conditionIsFalse(pod) {
 			return notReadyFirst(state)
 		}
