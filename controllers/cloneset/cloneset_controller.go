@@ -112,6 +112,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	original := cs.DeepCopy()
 	round := &syncRound{cs: cs, now: r.Clock.Now(), isUpdating: r.engine.IsUpdating}
 	defer func() {
+		// The Pod writes landed whatever the round's outcome: tell them.
+		for _, e := range round.podActions.events() {
+			r.event(cs, corev1.EventTypeNormal, e.reason, e.note)
+		}
 		if err := r.patchStatus(ctx, original, round, retErr == nil); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -144,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 
-	if ok, waiting := r.expectations.satisfied(req.NamespacedName, pods); !ok {
+	if ok, waiting := r.expectations.satisfied(req.NamespacedName, round.podsByName); !ok {
 		// The cache is behind our own writes; the watch event that catches
 		// it up requeues us. The timeout is only a safety net.
 		logger.V(1).Info("waiting for cache to observe own writes", "pending", waiting)
@@ -177,6 +181,8 @@ type syncRound struct {
 	counts *podCounts
 	// isUpdating is the engine's, which remembers the Pods it found settled.
 	isUpdating func(*corev1.Pod) bool
+	// podActions are the round's Pod writes, told once the round ends.
+	podActions podActions
 }
 
 // podCounts counts the round's Pods once; sync (for its requeue) and the

@@ -188,7 +188,7 @@ func (r *Reconciler) createPods(ctx context.Context, round *syncRound, key types
 				return fmt.Errorf("%s", msg)
 			}
 			r.expectations.expectCreate(key, pod.Name)
-			r.event(round.cs, corev1.EventTypeNormal, stepwisev1.EventSuccessfulCreate, fmt.Sprintf("created pod %s on revision %s", pod.Name, rev.Name))
+			round.podActions.add(stepwisev1.EventSuccessfulCreate, "created ", pod.Name, " on revision "+rev.Name)
 		}
 		queue = queue[n:]
 	}
@@ -227,7 +227,7 @@ func (r *Reconciler) deletePod(ctx context.Context, round *syncRound, key types.
 		return fmt.Errorf("%s", msg)
 	}
 	r.expectations.expectDelete(key, pod.Name)
-	r.event(round.cs, corev1.EventTypeNormal, reason, fmt.Sprintf("deleted pod %s: %s", pod.Name, why))
+	round.podActions.add(reason, "deleted ", pod.Name, ": "+why)
 	return nil
 }
 
@@ -281,7 +281,7 @@ func (r *Reconciler) movePod(ctx context.Context, round *syncRound, key types.Na
 	}
 	r.expectWritten(key, res.Pod)
 	r.Metrics.InPlaceUpdatesStarted.WithLabelValues(cs.Namespace, cs.Name).Inc()
-	r.event(cs, corev1.EventTypeNormal, stepwisev1.EventSuccessfulUpdatePodInPlace, fmt.Sprintf("updating pod %s in place to revision %s", pod.Name, target.Name))
+	round.podActions.add(stepwisev1.EventSuccessfulUpdatePodInPlace, "updating ", pod.Name, " in place to revision "+target.Name)
 	log.FromContext(ctx).V(1).Info("updating pod in place", "pod", pod.Name, "revision", target.Name)
 	return res.Delay, nil
 }
