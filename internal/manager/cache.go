@@ -107,7 +107,8 @@ func trim(in any) (any, error) {
 // (labels, annotations with the in-place records, owners), the node it is
 // bound to, its readiness gates, its containers' names and images (and an
 // init container's restart policy, which makes it a sidecar), its phase,
-// conditions and the containers' current statuses. The rest of the spec
+// its Ready and InPlaceUpdateReady conditions and the containers' current
+// statuses. The rest of the spec
 // (volumes, env, probes, resources, tolerations and so on) and of the
 // status (last terminations, IPs, resources) goes: at 10,000 Pods the
 // dropped part was about half of the manager's live heap. Pods are written
@@ -217,20 +218,39 @@ func readinessGates(gates []corev1.PodReadinessGate) []corev1.PodReadinessGate {
 	return out
 }
 
-// podConditions copies the conditions into a slice of their length, with
-// their types, statuses and reasons interned: the decoder grows the slice
-// by append, so a Pod's six conditions sat in room for eight (1,024 bytes
-// where 768 do).
+// readCondition tells the Pod conditions a controller reads: Ready (is the
+// Pod serving, since when) and InPlaceUpdateReady (the engine's gate). The
+// others (PodScheduled, Initialized, ContainersReady,
+// PodReadyToStartContainers, a DisruptionTarget) are read by nobody here
+// and are never written: the engine writes conditions by a strategic merge
+// patch keyed by type, naming only its own.
+func readCondition(t corev1.PodConditionType) bool {
+	return t == corev1.PodReady || t == stepwisev1.InPlaceUpdateReady
+}
+
+// podConditions keeps the conditions the controllers read (readCondition)
+// in a slice of their length, with their types, statuses and reasons
+// interned. A Pod's six conditions sat in the decoder's room for eight
+// (1,024 bytes), where its two read ones take 240.
 func podConditions(conditions []corev1.PodCondition) []corev1.PodCondition {
 	if conditions == nil {
 		return nil
 	}
-	out := make([]corev1.PodCondition, len(conditions))
-	for i, c := range conditions {
+	n := 0
+	for _, c := range conditions {
+		if readCondition(c.Type) {
+			n++
+		}
+	}
+	out := make([]corev1.PodCondition, 0, n)
+	for _, c := range conditions {
+		if !readCondition(c.Type) {
+			continue
+		}
 		c.Type = intern(c.Type)
 		c.Status = intern(c.Status)
 		c.Reason = intern(c.Reason)
-		out[i] = c
+		out = append(out, c)
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"unique"
 	"unsafe"
@@ -361,7 +362,13 @@ func plainTrim(in *corev1.Pod) *corev1.Pod {
 	}
 	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName, ReadinessGates: pod.Spec.ReadinessGates,
 		InitContainers: containers(pod.Spec.InitContainers), Containers: containers(pod.Spec.Containers)}
-	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions, Reason: pod.Status.Reason, Message: pod.Status.Message,
+	var conditions []corev1.PodCondition
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady || c.Type == stepwisev1.InPlaceUpdateReady {
+			conditions = append(conditions, c)
+		}
+	}
+	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: conditions, Reason: pod.Status.Reason, Message: pod.Status.Message,
 		InitContainerStatuses: statuses(pod.Status.InitContainerStatuses), ContainerStatuses: statuses(pod.Status.ContainerStatuses)}
 	return pod
 }
@@ -387,6 +394,13 @@ func TestTrimPodCompactsWithoutChangingValues(t *testing.T) {
 	}
 	if c := pod.Status.Conditions; cap(c) != len(c) {
 		t.Errorf("conditions: len %d, cap %d", len(c), cap(c))
+	}
+	var types []corev1.PodConditionType
+	for _, c := range pod.Status.Conditions {
+		types = append(types, c.Type)
+	}
+	if want := []corev1.PodConditionType{stepwisev1.InPlaceUpdateReady, corev1.PodReady}; !reflect.DeepEqual(types, want) {
+		t.Errorf("kept conditions %v, want %v (the ones a controller reads, in the Pod's order)", types, want)
 	}
 }
 
