@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,11 +264,35 @@ func (m *managerProcess) peakRSS(b *testing.B) int64 {
 	return 0
 }
 
+// Ports for the controllers' listeners come from below the kernel's
+// ephemeral range (32768-60999 by default). A port from "127.0.0.1:0" is an
+// ephemeral one, and between our Close and the controller's Listen any
+// outgoing connection on this busy machine (the API server's and kwok's
+// clients, Prometheus's scrapes) may take it as its source port: a full-size
+// run failed so ("bind: address already in use").
+const (
+	listenPortFirst = 20000
+	listenPorts     = 12000
+)
+
+// nextListenPort walks the range from a random start, so that two
+// addresses handed out in one run are never the same port.
+var nextListenPort atomic.Int64
+
+func init() { nextListenPort.Store(rand.Int64N(listenPorts)) }
+
+// freeAddr is a loopback address on a port that nothing listens on now.
 func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
+	for range listenPorts {
+		port := listenPortFirst + nextListenPort.Add(1)%listenPorts
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		return addr
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	b.Fatalf("no free port on 127.0.0.1 from %d to %d", listenPortFirst, listenPortFirst+listenPorts-1)
+	return ""
 }
