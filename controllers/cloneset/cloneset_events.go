@@ -45,14 +45,38 @@ type podEvent struct {
 	reason, note string
 }
 
-// events returns one Event per kind of action, in the order the round
-// first took each.
+// events returns one Event per reason, in the order the round first gave
+// each; actions of one reason that differ in their note (updates to two
+// revisions, deletions for two causes) share the Event, "; " between them.
+// Two Events of one reason from one round would regard the same
+// resourceVersion, and the recorder would fold the second into the first.
 func (e *podActions) events() []podEvent {
 	out := make([]podEvent, 0, len(e.groups))
+	index := map[string]int{}
 	for _, g := range e.groups {
-		out = append(out, podEvent{reason: g.reason, note: g.prefix + podsPhrase(g.pods) + g.suffix})
+		note := g.prefix + podsPhrase(g.pods) + g.suffix
+		if i, ok := index[g.reason]; ok {
+			out[i].note = joinNotes(out[i].note, note)
+			continue
+		}
+		index[g.reason] = len(out)
+		out = append(out, podEvent{reason: g.reason, note: note})
 	}
 	return out
+}
+
+// maxNoteBytes is below the 1 KB the API server allows an Event's note.
+const maxNoteBytes = 1000
+
+// joinNotes appends next to note, cut short with " ..." past maxNoteBytes:
+// the notes are ASCII (Pod and revision names, our own words), so a byte
+// cut is a character cut.
+func joinNotes(note, next string) string {
+	joined := note + "; " + next
+	if len(joined) <= maxNoteBytes {
+		return joined
+	}
+	return joined[:maxNoteBytes-len(" ...")] + " ..."
 }
 
 // maxNamesInNote bounds the names one note lists: an Event's note must stay

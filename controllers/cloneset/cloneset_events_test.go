@@ -26,7 +26,7 @@ func TestPodActionsTellEachKindOfActionOnce(t *testing.T) {
 		},
 		want: []podEvent{{stepwisev1.EventSuccessfulUpdatePodInPlace, "updating pod web-a in place to revision web-2"}},
 	}, {
-		name: "a round's updates in one Event, in the order taken; other actions apart",
+		name: "a round's actions in one Event per reason, in the order taken",
 		add: func(a *podActions) {
 			a.add(stepwisev1.EventSuccessfulCreate, "created ", "web-n", " on revision web-2")
 			a.add(stepwisev1.EventSuccessfulUpdatePodInPlace, "updating ", "web-c", " in place to revision web-2")
@@ -38,10 +38,8 @@ func TestPodActionsTellEachKindOfActionOnce(t *testing.T) {
 		},
 		want: []podEvent{
 			{stepwisev1.EventSuccessfulCreate, "created pod web-n on revision web-2"},
-			{stepwisev1.EventSuccessfulUpdatePodInPlace, "updating 2 pods (web-c, web-a) in place to revision web-2"},
-			{stepwisev1.EventSuccessfulUpdatePodInPlace, "updating pod web-z in place to revision web-1"},
-			{stepwisev1.EventSuccessfulDelete, "deleted 2 pods (web-x, web-w): scale down"},
-			{stepwisev1.EventSuccessfulDelete, "deleted pod web-y: listed in scaleStrategy.podsToDelete"},
+			{stepwisev1.EventSuccessfulUpdatePodInPlace, "updating 2 pods (web-c, web-a) in place to revision web-2; updating pod web-z in place to revision web-1"},
+			{stepwisev1.EventSuccessfulDelete, "deleted 2 pods (web-x, web-w): scale down; deleted pod web-y: listed in scaleStrategy.podsToDelete"},
 		},
 	}, {
 		name: "a full round of the longest names stays under the note's 1 KB and keeps the count whole",
@@ -66,6 +64,19 @@ func TestPodActionsTellEachKindOfActionOnce(t *testing.T) {
 			wantEnd := fmt.Sprintf(", and %d more) in place to revision web-7c9d8f6b54", maxPodsWrittenPerRound-listed)
 			if listed == 0 || listed == maxPodsWrittenPerRound || !strings.HasSuffix(note, wantEnd) {
 				t.Errorf("note %q lists %d names, want some cut and %q at its end", note, listed, wantEnd)
+			}
+		},
+	}, {
+		name: "two full groups of one reason share a note that stays under 1 KB",
+		add: func(a *podActions) {
+			for i := range maxPodsWrittenPerRound {
+				a.add(stepwisev1.EventSuccessfulUpdatePodInPlace, "updating ", longName(i), " in place to revision web-2")
+				a.add(stepwisev1.EventSuccessfulUpdatePodInPlace, "updating ", longName(100+i), " in place to revision web-1")
+			}
+		},
+		check: func(t *testing.T, got []podEvent) {
+			if len(got) != 1 || len(got[0].note) > maxNoteBytes || !strings.HasSuffix(got[0].note, " ...") {
+				t.Errorf("got %d events, first note %d bytes, want 1 of at most %d ending in \" ...\": %v", len(got), len(got[0].note), maxNoteBytes, got)
 			}
 		},
 	}}
