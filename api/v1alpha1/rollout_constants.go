@@ -175,8 +175,9 @@ const (
 	// A reason of its own: the recorder folds a second Event of one reason
 	// on one object into a series that it writes only later.
 	EventTrafficReleased = "TrafficReleased"
-	// EventCanaryPodDeleted: a canary Pod was deleted after an abort so that
-	// its workload recreates it on the stable revision.
+	// EventCanaryPodDeleted: canary Pods were deleted after an abort so that
+	// their workload recreates them on the stable revision; one Event per
+	// round, naming its Pods.
 	EventCanaryPodDeleted = "CanaryPodDeleted"
 	// EventCanaryRollbackCompleted: every Pod is back on the stable revision.
 	EventCanaryRollbackCompleted = "CanaryRollbackCompleted"

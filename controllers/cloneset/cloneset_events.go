@@ -2,19 +2,15 @@ package cloneset
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/stepwise-dev/stepwise/internal/eventnote"
 )
 
 // podActions gathers what a round did to its Pods, so that each kind of
-// action is told in one Event naming the Pods, not one Event per Pod.
-//
-// One Event per Pod told less than it seemed: the events.k8s.io recorder
-// folds Events that share a reason and a regarding object (resourceVersion
-// included) into a series whose note is the first one's, so of a round's
-// twenty updates, written before the CloneSet's status moved its
-// resourceVersion, one Pod was named and nineteen were a count (the
-// series' patches were about 1,050 API writes in the full-size run of
-// docs/benchmarks.md), and the recorder kept every Event it was given for
+// action is told in one Event naming the Pods, not one Event per Pod
+// (package eventnote says why). One Event per Pod also cost the series'
+// patches, about 1,050 API writes in the full-size run of
+// docs/benchmarks.md, and the recorder kept every Event it was given for
 // six minutes (8 MB of a 71 MB live heap at 10,800 Pods).
 type podActions struct {
 	groups []podActionGroup
@@ -56,7 +52,7 @@ func (e *podActions) events() []podEvent {
 	for _, g := range e.groups {
 		note := g.prefix + podsPhrase(g.pods) + g.suffix
 		if i, ok := index[g.reason]; ok {
-			out[i].note = joinNotes(out[i].note, note)
+			out[i].note = eventnote.Join(out[i].note, note)
 			continue
 		}
 		index[g.reason] = len(out)
@@ -65,46 +61,12 @@ func (e *podActions) events() []podEvent {
 	return out
 }
 
-// maxNoteBytes is below the 1 KB the API server allows an Event's note.
-const maxNoteBytes = 1000
-
-// joinNotes appends next to note, cut short with " ..." past maxNoteBytes:
-// the notes are ASCII (Pod and revision names, our own words), so a byte
-// cut is a character cut.
-func joinNotes(note, next string) string {
-	joined := note + "; " + next
-	if len(joined) <= maxNoteBytes {
-		return joined
-	}
-	return joined[:maxNoteBytes-len(" ...")] + " ..."
-}
-
-// maxNamesInNote bounds the names one note lists: an Event's note must stay
-// under 1 KB or the API server refuses it, and a round writes at most
+// podsPhrase names the Pods: "pod a" for one, "3 pods (a, b, c)" for
+// more, the list cut as eventnote.List cuts it. A round writes at most
 // maxPodsWrittenPerRound Pods, whose names may each be 63 characters.
-const maxNamesInNote = 600
-
-// podsPhrase names the Pods: "pod a" for one, "3 pods (a, b, c)" for more,
-// and past maxNamesInNote characters of names "25 pods (a, b, ..., and 12
-// more)", so the count is always whole even when the list is not.
 func podsPhrase(pods []string) string {
 	if len(pods) == 1 {
 		return "pod " + pods[0]
 	}
-	var names strings.Builder
-	listed := 0
-	for _, name := range pods {
-		if listed > 0 && names.Len()+len(name) > maxNamesInNote {
-			break
-		}
-		if listed > 0 {
-			names.WriteString(", ")
-		}
-		names.WriteString(name)
-		listed++
-	}
-	if rest := len(pods) - listed; rest > 0 {
-		fmt.Fprintf(&names, ", and %d more", rest)
-	}
-	return fmt.Sprintf("%d pods (%s)", len(pods), names.String())
+	return fmt.Sprintf("%d pods (%s)", len(pods), eventnote.List(pods))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/eventnote"
 )
 
 func TestPodActionsTellEachKindOfActionOnce(t *testing.T) {
@@ -75,8 +76,8 @@ func TestPodActionsTellEachKindOfActionOnce(t *testing.T) {
 			}
 		},
 		check: func(t *testing.T, got []podEvent) {
-			if len(got) != 1 || len(got[0].note) > maxNoteBytes || !strings.HasSuffix(got[0].note, " ...") {
-				t.Errorf("got %d events, first note %d bytes, want 1 of at most %d ending in \" ...\": %v", len(got), len(got[0].note), maxNoteBytes, got)
+			if len(got) != 1 || len(got[0].note) > eventnote.MaxBytes || !strings.HasSuffix(got[0].note, " ...") {
+				t.Errorf("got %d events, first note %d bytes, want 1 of at most %d ending in \" ...\": %v", len(got), len(got[0].note), eventnote.MaxBytes, got)
 			}
 		},
 	}}

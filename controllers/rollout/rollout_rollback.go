@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,17 +72,23 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round, wl workloa
 	for i := range pods {
 		byUID[pods[i].UID] = &pods[i]
 	}
+	var deleted []rollback.Pod
+	// Recorded at once rather than with the round's Events, and also when a
+	// deletion fails after others: what was deleted is done even if the
+	// status write that follows loses a conflict, and it is not repeated.
+	defer func() {
+		if len(deleted) == 0 {
+			return
+		}
+		r.event(ro, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventCanaryPodDeleted,
+			Message: rollback.DeletedNote(deleted, ro.Spec.WorkloadRef.Kind+" "+ro.Spec.WorkloadRef.Name, plan.Target)})
+	}()
 	for _, p := range plan.Delete {
 		pod := byUID[p.UID]
 		if err := wl.DeletePod(ctx, pod); err != nil {
 			return err
 		}
-		// Recorded at once rather than with the round's Events: the
-		// deletion is done even if the status write that follows loses a
-		// conflict, and it is not repeated.
-		r.event(ro, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventCanaryPodDeleted,
-			Message: fmt.Sprintf("deleted canary Pod %s (revision %s) so that %s %s recreates it on stable revision %s",
-				pod.Name, p.Revision, ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, plan.Target)})
+		deleted = append(deleted, p)
 		log.FromContext(ctx).Info("canary Pod deleted for rollback", "pod", pod.Name, "revision", p.Revision, "target", plan.Target)
 	}
 	setCanaryRollback(ro, rd, metav1.ConditionTrue, v1alpha1.ReasonRollingBackCanaryPods, plan.Message())

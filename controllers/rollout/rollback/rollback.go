@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stepwise-dev/stepwise/internal/eventnote"
 )
 
 // Pod is what the plan reads of one Pod of the workload.
@@ -240,4 +242,35 @@ func Available(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool {
 		return !c.LastTransitionTime.IsZero() && !c.LastTransitionTime.Add(time.Duration(minReadySeconds)*time.Second).After(now)
 	}
 	return false
+}
+
+// DeletedNote is the note of the one CanaryPodDeleted Event of a round
+// that deleted pods, workload ("StatefulSet db") being who recreates them
+// on revision target: "deleted canary Pod db-3 (revision db-2) so that
+// StatefulSet db recreates it on stable revision db-1", or for several
+// "deleted 2 canary Pods (db-3, db-2) (revision db-2) ... recreates them
+// ...", one phrase per canary revision. One Event per Pod would regard the
+// Rollout at one resourceVersion, and the recorder would fold all but the
+// first into a count (see package eventnote).
+func DeletedNote(pods []Pod, workload, target string) string {
+	var revisions []string
+	byRevision := map[string][]string{}
+	for _, pod := range pods {
+		if _, ok := byRevision[pod.Revision]; !ok {
+			revisions = append(revisions, pod.Revision)
+		}
+		byRevision[pod.Revision] = append(byRevision[pod.Revision], pod.Name)
+	}
+	note := ""
+	for _, revision := range revisions {
+		names := byRevision[revision]
+		phrase := fmt.Sprintf("deleted canary Pod %s (revision %s) so that %s recreates it on stable revision %s",
+			names[0], revision, workload, target)
+		if len(names) > 1 {
+			phrase = fmt.Sprintf("deleted %d canary Pods (%s) (revision %s) so that %s recreates them on stable revision %s",
+				len(names), eventnote.List(names), revision, workload, target)
+		}
+		note = eventnote.Join(note, phrase)
+	}
+	return note
 }

@@ -1,6 +1,7 @@
 package rollback
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +202,43 @@ func TestAvailable(t *testing.T) {
 				t.Errorf("Available = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestDeletedNoteTellsARoundInOneNote(t *testing.T) {
+	pod := func(name, revision string) Pod { return Pod{Name: name, Revision: revision} }
+	tests := []struct {
+		name string
+		pods []Pod
+		want string
+	}{{
+		name: "one Pod reads as it always did",
+		pods: []Pod{pod("db-3", "db-2")},
+		want: "deleted canary Pod db-3 (revision db-2) so that StatefulSet db recreates it on stable revision db-1",
+	}, {
+		name: "a round's Pods in one note, in the order deleted",
+		pods: []Pod{pod("db-3", "db-2"), pod("db-1", "db-2")},
+		want: "deleted 2 canary Pods (db-3, db-1) (revision db-2) so that StatefulSet db recreates them on stable revision db-1",
+	}, {
+		name: "canaries of two revisions: one phrase each",
+		pods: []Pod{pod("db-3", "db-3r"), pod("db-2", "db-2r"), pod("db-1", "db-3r")},
+		want: "deleted 2 canary Pods (db-3, db-1) (revision db-3r) so that StatefulSet db recreates them on stable revision db-1; " +
+			"deleted canary Pod db-2 (revision db-2r) so that StatefulSet db recreates it on stable revision db-1",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DeletedNote(tt.pods, "StatefulSet db", "db-1"); got != tt.want {
+				t.Errorf("DeletedNote:\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+
+	var many []Pod
+	for i := range 40 {
+		many = append(many, pod(fmt.Sprintf("%s-%02d", strings.Repeat("w", 60), i), "w-2"))
+	}
+	got := DeletedNote(many, "CloneSet "+strings.Repeat("w", 60), "w-1")
+	if len(got) >= 1024 || !strings.HasPrefix(got, "deleted 40 canary Pods (") || !strings.Contains(got, " more) (revision w-2)") {
+		t.Errorf("DeletedNote of 40 long names is %d bytes, want under 1024 with the count whole: %q", len(got), got)
 	}
 }
