@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/pkg/inplace"
@@ -42,6 +43,7 @@ type Reconciler struct {
 
 	engine       *inplace.Engine
 	expectations *expectations
+	statusWrites *statusWrites
 	// podIndexer is the Pod informer's store, read by ownedPods; nil when
 	// the cache watches a list of namespaces.
 	podIndexer toolscache.Indexer
@@ -76,11 +78,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	}
 	r.engine = inplace.New(inplace.NewControllerRuntimePodClient(r.Client, r.APIReader), r.Clock)
 	r.expectations = newExpectations(r.Clock.Now)
+	r.statusWrites = newStatusWrites()
 	if err := r.setUpIndexes(context.Background(), mgr.GetFieldIndexer(), mgr.GetCache()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&stepwisev1.CloneSet{}).
+		// A status write of ours comes back as an update event; reconciling
+		// on it finds nothing new (the Pods' own events bring the next
+		// round) but took a worker from the CloneSets waiting behind it.
+		For(&stepwisev1.CloneSet{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// Pods and Rollouts bring a governed CloneSet ahead of the others
 		// (cloneset_priority.go).
 		Watches(&corev1.Pod{}, podEvents(r.governed)).
@@ -98,6 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, cs); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.expectations.forget(req.NamespacedName)
+			r.statusWrites.forget(req.NamespacedName)
 			r.Metrics.forget(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
@@ -109,6 +117,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
+	if r.statusWrites.catchUp(cs) {
+		logger.V(1).Info("cache is one status write behind; starting from the status written", "resourceVersion", cs.ResourceVersion)
+	}
 	original := cs.DeepCopy()
 	round := &syncRound{cs: cs, now: r.Clock.Now(), isUpdating: r.engine.IsUpdating}
 	defer func() {
@@ -222,8 +233,45 @@ func validateSelector(cs *stepwisev1.CloneSet) (labels.Selector, string) {
 // a precondition: a round that read the CloneSet from a cache one write
 // behind (ours, or another writer's) would otherwise write an older view
 // back and tell a transition that was already told, a second Event.
+//
+// When the precondition fails, the usual cause is our own last status
+// write, not in the cache yet. Its watch event would not bring the
+// CloneSet back (the For predicate lets no status-only change through), so
+// the status is written again from a fresh read, unless the spec moved:
+// then the spec's event brings the next round.
 func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.CloneSet, round *syncRound, succeeded bool) error {
-	cs := round.cs
+	err := r.writeStatus(ctx, round.cs, original, round, succeeded)
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	logger := log.FromContext(ctx)
+	fresh := &stepwisev1.CloneSet{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(original), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading CloneSet after a status write conflict: %w", err)
+	}
+	if fresh.UID != original.UID || fresh.Generation != original.Generation {
+		logger.V(1).Info("CloneSet spec changed since it was read; its status is written on the next round")
+		return nil
+	}
+	view := round.cs.DeepCopy()
+	view.Status = *fresh.Status.DeepCopy()
+	err = r.writeStatus(ctx, view, fresh, round, succeeded)
+	if apierrors.IsConflict(err) {
+		// Changed again since the fresh read: not by a status write, which
+		// only this worker makes, so by an event that brings it back.
+		logger.V(1).Info("CloneSet changed since it was read; its status is written on the next round", "error", err.Error())
+		return nil
+	}
+	return err
+}
+
+// writeStatus computes the round's status over cs's and patches it if it
+// differs from before's, with before's resourceVersion as precondition. A
+// conflict is returned as is, for patchStatus.
+func (r *Reconciler) writeStatus(ctx context.Context, cs, before *stepwisev1.CloneSet, round *syncRound, succeeded bool) error {
 	counts := round.podCounts()
 	selector := ""
 	if round.selector != nil {
@@ -233,10 +281,10 @@ func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.Clone
 	if succeeded && !round.statusOnly || round.findings.invalidSpec != "" {
 		status.ObservedGeneration = cs.Generation
 	}
-	if apiequality.Semantic.DeepEqual(status, original.Status) {
+	if apiequality.Semantic.DeepEqual(status, before.Status) {
 		return nil
 	}
-	body, err := statusPatch(original.ResourceVersion, &status)
+	body, err := statusPatch(before.ResourceVersion, &status)
 	if err != nil {
 		return err
 	}
@@ -246,22 +294,16 @@ func (r *Reconciler) patchStatus(ctx context.Context, original *stepwisev1.Clone
 		case apierrors.IsNotFound(err):
 			return nil
 		case apierrors.IsConflict(err):
-			// The newer version is on its way to the cache, and its watch
-			// event brings this CloneSet back: no requeue, no error.
-			log.FromContext(ctx).V(1).Info("CloneSet changed since it was read; its status is written on the next round", "error", err.Error())
-			return nil
+			return err
 		}
 		return fmt.Errorf("patching CloneSet status: %w", err)
 	}
+	r.statusWrites.record(cs, before.ResourceVersion)
 	// Events follow the write, so none tells of a status that never landed.
-	r.emitStatusEvents(original, &status)
+	r.emitStatusEvents(before, &status)
 	return nil
 }
 
-// statusPatch is the merge patch that writes the whole status, on the
-// condition that the CloneSet is still at resourceVersion. The whole status
-// goes in: a diff against the cached copy would leave out zero counts that
-// the server has never stored.
 func statusPatch(resourceVersion string, status *stepwisev1.CloneSetStatus) ([]byte, error) {
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
 	if err != nil {
