@@ -129,6 +129,7 @@ func servedPod(i int) *corev1.Pod {
 //
 //	go test ./internal/manager/ -run '^$' -bench CachedPodBytes -benchtime 5x
 func BenchmarkCachedPodBytes(b *testing.B) {
+	trim := newTrim()
 	const pods = 1000
 	wire := make([][]byte, pods)
 	for i := range wire {
@@ -169,6 +170,7 @@ func BenchmarkCachedPodBytes(b *testing.B) {
 //
 //	go test ./internal/manager/ -run '^$' -bench DecodeAndTrimPod
 func BenchmarkDecodeAndTrimPod(b *testing.B) {
+	trim := newTrim()
 	raw, err := servedPod(1).Marshal()
 	if err != nil {
 		b.Fatal(err)

@@ -3,6 +3,7 @@ package manager
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"unique"
 	"unsafe"
@@ -139,6 +140,7 @@ func templatePatch(t *testing.T, spec corev1.PodSpec) []byte {
 }
 
 func TestTrim(t *testing.T) {
+	trim := newTrim()
 	status := appsv1.StatefulSetStatus{ObservedGeneration: 3, Replicas: 4, ReadyReplicas: 3, UpdatedReplicas: 2, UpdateRevision: "web-2", CurrentRevision: "web-1"}
 	strategy := appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
 		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(int32(2))}}
@@ -262,6 +264,7 @@ func normalizeData(t *testing.T, obj any) {
 }
 
 func TestTrimKruiseCloneSet(t *testing.T) {
+	trim := newTrim()
 	in := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apps.kruise.io/v1alpha1",
 		"kind":       "CloneSet",
@@ -377,6 +380,7 @@ func plainTrim(in *corev1.Pod) *corev1.Pod {
 // same as the plain trim of the same Pod, and its conditions take no more
 // room than they need.
 func TestTrimPodCompactsWithoutChangingValues(t *testing.T) {
+	trim := newTrim()
 	in := decodedPod(t, 7)
 	want := plainTrim(in)
 	if cap(in.Status.Conditions) == len(in.Status.Conditions) {
@@ -409,6 +413,7 @@ func TestTrimPodCompactsWithoutChangingValues(t *testing.T) {
 // holds a Handle to each expected string, so that unique keeps it across
 // a garbage collection during the test.
 func TestTrimPodSharesRepeatedStrings(t *testing.T) {
+	trim := newTrim()
 	a, b := decodedPod(t, 1), decodedPod(t, 101) // the same node
 	fields := map[string]func(p *corev1.Pod) string{
 		"namespace":    func(p *corev1.Pod) string { return p.Namespace },
@@ -470,5 +475,61 @@ func TestTrimPodSharesRepeatedStrings(t *testing.T) {
 	// A Pod's own strings are not interned: they would only add a copy.
 	if unsafe.StringData(a.Name) == unsafe.StringData(unique.Make(a.Name).Value()) {
 		t.Error("the Pod's name was interned")
+	}
+}
+
+// The Pods of one revision share one label map and one owner list; a Pod
+// whose labels or owner differ gets its own, with its own values.
+func TestTrimPodSharesLabelSetsAndOwnerLists(t *testing.T) {
+	trim := newTrim()
+	a, b, c, d := decodedPod(t, 1), decodedPod(t, 2), decodedPod(t, 3), decodedPod(t, 4)
+	c.Labels[stepwisev1.LifecycleStateLabel] = stepwisev1.LifecycleStateUpdating
+	d.OwnerReferences[0].BlockOwnerDeletion = ptr.To(false)
+	want := map[*corev1.Pod]*corev1.Pod{}
+	for _, p := range []*corev1.Pod{a, b, c, d} {
+		want[p] = p.DeepCopy()
+		if _, err := trim(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(x, y map[string]string) bool {
+		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	if !same(a.Labels, b.Labels) || !same(a.Labels, d.Labels) {
+		t.Error("Pods with equal labels hold their own maps")
+	}
+	if same(a.Labels, c.Labels) {
+		t.Error("a Pod with another lifecycle state got the map of the others' labels")
+	}
+	if &a.OwnerReferences[0] != &b.OwnerReferences[0] || &a.OwnerReferences[0] != &c.OwnerReferences[0] {
+		t.Error("Pods with the same owner hold their own owner lists")
+	}
+	if &a.OwnerReferences[0] == &d.OwnerReferences[0] {
+		t.Error("a Pod whose owner reference differs got the others' list")
+	}
+	for p, before := range want {
+		if !apiequality.Semantic.DeepEqual(p.Labels, before.Labels) || !apiequality.Semantic.DeepEqual(p.OwnerReferences, before.OwnerReferences) {
+			t.Errorf("pod %s: labels %v owners %v, want %v %v", p.Name, p.Labels, p.OwnerReferences, before.Labels, before.OwnerReferences)
+		}
+	}
+}
+
+// A table that reached its bound starts again: the Pods trimmed before
+// keep their maps and values, later Pods share new ones.
+func TestPodMetaTableStartsAgainWhenFull(t *testing.T) {
+	table := newPodMetaTable()
+	first := table.labelSet(map[string]string{"app": "web", "n": "0"})
+	for i := 1; i < maxPodMetaEntries; i++ {
+		table.labelSet(map[string]string{"app": "web", "n": strconv.Itoa(i)})
+	}
+	if got := table.labelSet(map[string]string{"app": "web", "n": "0"}); reflect.ValueOf(got).UnsafePointer() != reflect.ValueOf(first).UnsafePointer() {
+		t.Fatal("a set already in the table got a new map")
+	}
+	table.labelSet(map[string]string{"app": "web", "n": "full"})
+	if n := len(table.labels); n != 1 {
+		t.Errorf("the full table holds %d sets after one more, want 1 (started again)", n)
+	}
+	if first["n"] != "0" || len(first) != 2 {
+		t.Errorf("a map handed out before the table started again changed: %v", first)
 	}
 }
