@@ -238,21 +238,44 @@ func newPodMetaTable() *podMetaTable {
 // labelSet returns the table's map for labels' keys and values, adding a
 // copy of labels (interned) when it has none.
 func (t *podMetaTable) labelSet(labels map[string]string) map[string]string {
-	key := labelSetKey(labels)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if m, ok := t.labels[key]; ok {
+	return shareOrAdd(&t.mu, t.labels, labelSetKey(labels), func() map[string]string {
+		m := make(map[string]string, len(labels))
+		for k, v := range labels {
+			m[intern(k)] = intern(v)
+		}
 		return m
+	})
+}
+
+// ownerList returns the table's list equal to owners, adding a copy of
+// owners (interned) when it has none.
+func (t *podMetaTable) ownerList(owners []metav1.OwnerReference) []metav1.OwnerReference {
+	return shareOrAdd(&t.mu, t.owners, ownerListKey(owners), func() []metav1.OwnerReference {
+		list := make([]metav1.OwnerReference, len(owners))
+		for i, o := range owners {
+			list[i] = metav1.OwnerReference{
+				APIVersion: intern(o.APIVersion), Kind: intern(o.Kind), Name: intern(o.Name), UID: intern(o.UID),
+				Controller: o.Controller, BlockOwnerDeletion: o.BlockOwnerDeletion,
+			}
+		}
+		return list
+	})
+}
+
+// shareOrAdd returns table's value for key, under mu, adding build's when
+// the table has none; a table at maxPodMetaEntries starts again empty.
+func shareOrAdd[V any](mu *sync.Mutex, table map[string]V, key string, build func() V) V {
+	mu.Lock()
+	defer mu.Unlock()
+	if v, ok := table[key]; ok {
+		return v
 	}
-	if len(t.labels) >= maxPodMetaEntries {
-		clear(t.labels)
+	if len(table) >= maxPodMetaEntries {
+		clear(table)
 	}
-	m := make(map[string]string, len(labels))
-	for k, v := range labels {
-		m[intern(k)] = intern(v)
-	}
-	t.labels[key] = m
-	return m
+	v := build()
+	table[key] = v
+	return v
 }
 
 // labelSetKey is labels in key order, a NUL after every key and value
@@ -276,9 +299,9 @@ func labelSetKey(labels map[string]string) string {
 	return b.String()
 }
 
-// ownerList returns the table's list equal to owners, adding a copy of
-// owners (interned) when it has none.
-func (t *podMetaTable) ownerList(owners []metav1.OwnerReference) []metav1.OwnerReference {
+// ownerListKey is every owner's apiVersion, kind, name and uid, a NUL
+// after each, then its two flags (t, f, or - when unset).
+func ownerListKey(owners []metav1.OwnerReference) string {
 	var b strings.Builder
 	flag := func(p *bool) byte {
 		switch {
@@ -297,24 +320,7 @@ func (t *podMetaTable) ownerList(owners []metav1.OwnerReference) []metav1.OwnerR
 		b.WriteByte(flag(o.Controller))
 		b.WriteByte(flag(o.BlockOwnerDeletion))
 	}
-	key := b.String()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if list, ok := t.owners[key]; ok {
-		return list
-	}
-	if len(t.owners) >= maxPodMetaEntries {
-		clear(t.owners)
-	}
-	list := make([]metav1.OwnerReference, len(owners))
-	for i, o := range owners {
-		list[i] = metav1.OwnerReference{
-			APIVersion: intern(o.APIVersion), Kind: intern(o.Kind), Name: intern(o.Name), UID: intern(o.UID),
-			Controller: o.Controller, BlockOwnerDeletion: o.BlockOwnerDeletion,
-		}
-	}
-	t.owners[key] = list
-	return list
+	return b.String()
 }
 
 // readinessGates copies the gates with their types interned.
