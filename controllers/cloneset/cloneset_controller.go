@@ -304,6 +304,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, cs, before *stepwisev1.Clo
 	return nil
 }
 
+// statusPatch is the merge patch that writes the whole status, on the
+// condition that the CloneSet is still at resourceVersion. The whole status
+// goes in: a diff against the cached copy would leave out zero counts that
+// the server has never stored.
 func statusPatch(resourceVersion string, status *stepwisev1.CloneSetStatus) ([]byte, error) {
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
 	if err != nil {
