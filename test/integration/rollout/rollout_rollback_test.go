@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -183,17 +184,22 @@ func commitKruise(t *testing.T, ns, name, version string) {
 	}
 }
 
-// kruiseToAbort runs an OpenKruise CloneSet of 4 through a bad release
-// aborted at its first step (partition 50%), and returns the watch started
-// just before the abort and the UIDs of the Pods at that moment.
-func kruiseToAbort(t *testing.T, ns string, partitionRollback bool) (*podWatch, map[string]string) {
+// kruiseToAbort runs an OpenKruise CloneSet of 4 with the update budget
+// maxUnavailable through a bad release aborted at its first step
+// (partition 50%), and returns the watch started just before the abort and
+// the UIDs of the Pods at that moment.
+func kruiseToAbort(t *testing.T, ns string, partitionRollback bool, maxUnavailable string) (*podWatch, map[string]string) {
 	t.Helper()
 	labels := map[string]string{"app": "web"}
 	annotations := map[string]any{}
 	if partitionRollback {
 		annotations[stepwisev1.KruisePartitionRollbackAnnotation] = "true"
 	}
-	if err := env.client.Create(testContext(t), newKruiseCloneSet(ns, "web", 4, "1.0.0", annotations)); err != nil {
+	cs := newKruiseCloneSet(ns, "web", 4, "1.0.0", annotations)
+	if err := unstructured.SetNestedField(cs.Object, maxUnavailable, "spec", "updateStrategy", "maxUnavailable"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.client.Create(testContext(t), cs); err != nil {
 		t.Fatalf("creating Kruise CloneSet: %v", err)
 	}
 	kruisePilot(t, ns, "web", partitionRollback)
@@ -228,7 +234,7 @@ func kruiseToAbort(t *testing.T, ns string, partitionRollback bool) (*podWatch, 
 func TestAnAbortRollsKruiseCanariesBackWithoutThePartitionRollbackGate(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	watch, before := kruiseToAbort(t, ns, false)
+	watch, before := kruiseToAbort(t, ns, false, "25%")
 
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutAborted))
@@ -261,12 +267,54 @@ func TestAnAbortRollsKruiseCanariesBackWithoutThePartitionRollbackGate(t *testin
 	waitForEvents(t, ns, "web", stepwisev1.EventCanaryPodDeleted, 2)
 }
 
+// With a budget of 2 (maxUnavailable 50% of 4), one round deletes both
+// canaries, and its one CanaryPodDeleted Event names the two: the
+// recorder folds a second Event of the same reason on the same Rollout
+// version into the first one's series, and the second Pod's name would be
+// lost to a count.
+func TestAnAbortRoundThatDeletesTwoCanariesNamesBothInOneEvent(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	_, before := kruiseToAbort(t, ns, false, "50%")
+
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutAborted))
+		c := condition(ro, stepwisev1.CanaryRollbackCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(stepwisev1.ReasonCanaryPodsRolledBack))
+	})
+	kept := map[string]bool{}
+	for _, p := range waitPods(t, ns, map[string]string{"app": "web"}, 4, "web-1-0-0") {
+		kept[p.Name+"/"+string(p.UID)] = true
+	}
+	var replaced []string
+	for name, uid := range before {
+		if !kept[name+"/"+uid] {
+			replaced = append(replaced, name)
+		}
+	}
+	if len(replaced) != 2 {
+		t.Fatalf("Pods replaced %v, want the 2 canaries", replaced)
+	}
+	deleted := waitForEvents(t, ns, "web", stepwisev1.EventCanaryPodDeleted, 1)
+	note := deleted[0]
+	if !strings.HasPrefix(note, "deleted 2 canary Pods (") ||
+		!strings.HasSuffix(note, ") (revision web-2-0-0-bad) so that CloneSet web recreates them on stable revision web-1-0-0") {
+		t.Errorf("CanaryPodDeleted Event %q, want one naming 2 canary Pods of revision web-2-0-0-bad", note)
+	}
+	for _, name := range replaced {
+		if !strings.Contains(note, name) {
+			t.Errorf("CanaryPodDeleted Event %q does not name %s", note, name)
+		}
+	}
+}
+
 // With the gate declared on the CloneSet, Kruise moves the canaries back in
 // place itself: the Rollout deletes nothing and raises no CanaryRollback.
 func TestAnAbortLeavesTheRollbackToKruiseWithThePartitionRollbackGate(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	watch, before := kruiseToAbort(t, ns, true)
+	watch, before := kruiseToAbort(t, ns, true, "25%")
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutAborted))
 	})
