@@ -151,7 +151,9 @@ func Decide(in Input) Plan {
 
 // Message says what the rollback is doing, for the Rollout's status:
 // "rolling back 2 canary Pods to revision web-1: web-3 deleted, waiting for
-// it to be ready".
+// it to be ready". Each list of names ends in "and N more" past about 600
+// characters (eventnote.List): a round of a large workload's budget would
+// otherwise put hundreds of names in a condition.
 func (p Plan) Message() string {
 	if p.Done() {
 		return fmt.Sprintf("every Pod is back on revision %s", p.Target)
@@ -172,15 +174,15 @@ func (p Plan) Message() string {
 		if len(deleted) > 1 {
 			it = "them"
 		}
-		return fmt.Sprintf("%s: %s deleted, waiting for %s to be ready", head, strings.Join(deleted, ", "), it)
+		return fmt.Sprintf("%s: %s deleted, waiting for %s to be ready", head, eventnote.List(deleted), it)
 	}
 	var waits []string
 	if len(p.Waiting) > 0 {
-		waits = append(waits, strings.Join(p.Waiting, ", ")+" to be ready")
+		waits = append(waits, eventnote.List(p.Waiting)+" to be ready")
 	}
 	switch {
 	case len(p.MissingNames) > 0:
-		waits = append(waits, strings.Join(p.MissingNames, ", ")+" to be created")
+		waits = append(waits, eventnote.List(p.MissingNames)+" to be created")
 	case p.Missing > 0:
 		waits = append(waits, count(int(p.Missing), "missing Pod")+" to be created")
 	}

@@ -205,6 +205,31 @@ func TestAvailable(t *testing.T) {
 	}
 }
 
+// A large workload's round lists its Pods up to a bound, then counts them.
+func TestMessageCountsWhatItCannotName(t *testing.T) {
+	in := Input{Replicas: 300, Target: stable, Stable: stable, Settled: true, MaxUnavailable: 100}
+	for i := range 300 {
+		rev := stable
+		if i >= 100 {
+			rev = bad
+		}
+		in.Pods = append(in.Pods, Pod{Name: fmt.Sprintf("web-%03d", i), UID: types.UID(fmt.Sprint(i)),
+			Ordinal: i, Revision: rev, Available: true})
+	}
+	p := Decide(in)
+	if len(p.Delete) != 100 {
+		t.Fatalf("deleting %d, want the budget of 100", len(p.Delete))
+	}
+	msg := p.Message()
+	if len(msg) > 1000 {
+		t.Errorf("message is %d bytes, want it bounded: %q", len(msg), msg)
+	}
+	if !strings.HasPrefix(msg, "rolling back 200 canary Pods to revision web-1: web-299, web-298, ") ||
+		!strings.Contains(msg, " more deleted, waiting for them to be ready") {
+		t.Errorf("message %q, want the first names and a count of the rest", msg)
+	}
+}
+
 func TestDeletedNoteTellsARoundInOneNote(t *testing.T) {
 	pod := func(name, revision string) Pod { return Pod{Name: name, Revision: revision} }
 	tests := []struct {
