@@ -51,7 +51,8 @@ type Reconciler struct {
 
 // RBAC: only the verbs the code calls. CloneSets, Pods and revisions are
 // read from the cache (list, watch); a Pod is read fresh (get) before its
-// readiness gate flips; Pods are created, patched and deleted, never
+// readiness gate flips, and a CloneSet (get) when its status write lost a
+// conflict (patchStatus); Pods are created, patched and deleted, never
 // updated; status is patched, never updated; a revision is updated only to
 // renumber it when a template comes back. Events go through the
 // events.k8s.io API.
@@ -60,7 +61,7 @@ type Reconciler struct {
 // OwnerReferencesPermissionEnforcement admission plugin allows only to a
 // client that may update the owner's finalizers: hence clonesets/finalizers.
 //
-// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets,verbs=list;watch
+// +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets/status,verbs=patch
 // +kubebuilder:rbac:groups=stepwise.dev,resources=clonesets/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete

@@ -112,9 +112,11 @@ type Options struct {
 	// NotificationPolicy replaces notification.DefaultPolicy (attempts,
 	// backoff, timeout of a webhook delivery).
 	NotificationPolicy notification.Policy
-	// WrapRolloutClient wraps the Rollout controller's client, to inject
-	// API faults (a lost status write) around the real one.
-	WrapRolloutClient func(client.Client) client.Client
+	// WrapRolloutClient and WrapCloneSetClient wrap a controller's client,
+	// to inject API faults (a lost status write, another writer's) around
+	// the real one.
+	WrapRolloutClient  func(client.Client) client.Client
+	WrapCloneSetClient func(client.Client) client.Client
 }
 
 // Manager is a controller manager with Stepwise's controllers set up and not
@@ -203,8 +205,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		if err := register(registry, m.CloneSetMetrics.Collectors()); err != nil {
 			return nil, err
 		}
+		cloneSetClient := client.WithFieldOwner(mgr.GetClient(), CloneSetFieldOwner)
+		if opts.WrapCloneSetClient != nil {
+			cloneSetClient = opts.WrapCloneSetClient(cloneSetClient)
+		}
 		if err := (&cloneset.Reconciler{
-			Client:    client.WithFieldOwner(mgr.GetClient(), CloneSetFieldOwner),
+			Client:    cloneSetClient,
 			APIReader: mgr.GetAPIReader(),
 			Scheme:    scheme,
 			Recorder:  mgr.GetEventRecorder("stepwise-cloneset"),
