@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -587,18 +588,6 @@ var scaleSeries = map[string]compare.SeriesMatch{
 	"ro_depth":      {Metric: "workqueue_depth", Labels: []string{`name="rollout"`}},
 	"cs_time_sum":   {Metric: "controller_runtime_reconcile_time_seconds_sum", Labels: []string{`controller="cloneset"`}},
 	"cs_time_count": {Metric: "controller_runtime_reconcile_time_seconds_count", Labels: []string{`controller="cloneset"`}},
-	// What the anonymous RSS is made of, from the Go runtime's own
-	// accounting (controller-runtime registers the Go collector with all
-	// of runtime/metrics): the heap marked live by the last collection,
-	// the goal of the next one, the free heap not yet given back to the
-	// OS, and the rest (stacks, the collector's metadata, other runtime).
-	"go_heap_live":   {Metric: "go_gc_heap_live_bytes"},
-	"go_heap_goal":   {Metric: "go_gc_heap_goal_bytes"},
-	"go_heap_objs":   {Metric: "go_memory_classes_heap_objects_bytes"},
-	"go_heap_free":   {Metric: "go_memory_classes_heap_free_bytes"},
-	"go_heap_unused": {Metric: "go_memory_classes_heap_unused_bytes"},
-	"go_total":       {Metric: "go_memory_classes_total_bytes"},
-	"go_released":    {Metric: "go_memory_classes_heap_released_bytes"},
 }
 
 var promSeries = map[string]compare.SeriesMatch{
@@ -608,6 +597,8 @@ var promSeries = map[string]compare.SeriesMatch{
 func startSampler(ctx context.Context, c client.Client, proc *controllerProcess, promURL string) *sampler {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &sampler{cancel: cancel, done: make(chan struct{})}
+	managerSeries := maps.Clone(scaleSeries)
+	maps.Copy(managerSeries, compare.GoMemorySeries)
 	scrape := func(url string, wanted map[string]compare.SeriesMatch, into map[string]float64) {
 		resp, err := http.Get(url)
 		if err != nil {
@@ -629,7 +620,7 @@ func startSampler(ctx context.Context, c client.Client, proc *controllerProcess,
 		for {
 			v := map[string]float64{}
 			at := time.Now()
-			scrape(proc.metricsURL, scaleSeries, v)
+			scrape(proc.metricsURL, managerSeries, v)
 			scrape(promURL+"/metrics", promSeries, v)
 			v["rss_mib"] = float64(proc.rss()) / (1 << 20)
 			if anon, err := proc.statusBytes("RssAnon:"); err == nil {
@@ -720,7 +711,11 @@ func (r scaleReportData) write(w *bytes.Buffer) {
 		file = max(file, s.Values["rss_file_mib"])
 	}
 	fmt.Fprintf(w, "    of which, sampled every %s: anonymous (Go heap, stacks, runtime) peak %.0f MiB, file-backed (the binary's pages) peak %.0f MiB\n", scaleSampleEvery, anon, file)
-	writeGoMemory(w, r.samples)
+	// What the anonymous part is made of, from the Go runtime's metrics.
+	if m, ok := compare.GoMemoryAtPeak(r.samples, "rss_anon_mib"); ok {
+		fmt.Fprintf(w, "    Go runtime at the highest anonymous RSS: heap objects %.0f MiB (live at the last collection %.0f, next collection at %.0f), free heap not yet returned %.0f, unused in spans %.0f, stacks and runtime %.0f; the highest live heap of the run %.0f MiB\n",
+			m.HeapObjects/(1<<20), m.HeapLive/(1<<20), m.HeapGoal/(1<<20), m.HeapFree/(1<<20), m.HeapUnused/(1<<20), m.Other/(1<<20), m.PeakLive/(1<<20))
+	}
 	rc := r.reactions
 	if len(rc.gate) > 0 {
 		fmt.Fprintf(w, "- step reaction, last canary Pod ready -> next step in the Rollout's status (%d gate-only steps): p50 %s, p99 %s, max %s\n",
@@ -779,26 +774,3 @@ func (r scaleReportData) write(w *bytes.Buffer) {
 }
 
 func nonNeg(v float64) float64 { return max(v, 0) }
-
-// writeGoMemory tells what the Go runtime held at the sample of the
-// highest anonymous RSS, and the highest live heap of the run: the live
-// heap is what the program keeps, the goal what the collector lets the
-// heap grow to before it runs again (twice the live heap at GOGC=100),
-// the free heap what it has not yet returned to the OS.
-func writeGoMemory(w *bytes.Buffer, samples []compare.Sample) {
-	var at compare.Sample
-	var live float64
-	for _, s := range samples {
-		if s.Values["rss_anon_mib"] >= at.Values["rss_anon_mib"] {
-			at = s
-		}
-		live = max(live, s.Values["go_heap_live"])
-	}
-	if at.Values == nil || at.Values["go_total"] == 0 {
-		return
-	}
-	mib := func(k string) float64 { return at.Values[k] / (1 << 20) }
-	other := at.Values["go_total"] - at.Values["go_released"] - at.Values["go_heap_objs"] - at.Values["go_heap_free"] - at.Values["go_heap_unused"]
-	fmt.Fprintf(w, "    Go runtime at the highest anonymous RSS: heap objects %.0f MiB (live at the last collection %.0f, next collection at %.0f), free heap not yet returned %.0f, unused in spans %.0f, stacks and runtime %.0f; the highest live heap of the run %.0f MiB\n",
-		mib("go_heap_objs"), mib("go_heap_live"), mib("go_heap_goal"), mib("go_heap_free"), mib("go_heap_unused"), other/(1<<20), live/(1<<20))
-}

@@ -157,3 +157,53 @@ func MeanRate(points []RatePoint) float64 {
 	}
 	return total / secs
 }
+
+// GoMemory is what the Go runtime held, in bytes, from its own metrics
+// (controller-runtime serves all of runtime/metrics): the heap's objects,
+// the live heap the last collection marked, the goal of the next one, free
+// heap not yet returned to the OS, unused room in the heap's spans, and
+// the rest it maps (stacks, the collector's metadata, other runtime).
+type GoMemory struct {
+	HeapObjects, HeapLive, HeapGoal, HeapFree, HeapUnused, Other float64
+	// PeakLive is the highest live heap over all the samples.
+	PeakLive float64
+}
+
+// GoMemorySeries are the series GoMemoryAtPeak reads, keyed as it reads
+// them; add them to what a sampler scrapes.
+var GoMemorySeries = map[string]SeriesMatch{
+	"go_heap_objects":  {Metric: "go_memory_classes_heap_objects_bytes"},
+	"go_heap_live":     {Metric: "go_gc_heap_live_bytes"},
+	"go_heap_goal":     {Metric: "go_gc_heap_goal_bytes"},
+	"go_heap_free":     {Metric: "go_memory_classes_heap_free_bytes"},
+	"go_heap_unused":   {Metric: "go_memory_classes_heap_unused_bytes"},
+	"go_heap_released": {Metric: "go_memory_classes_heap_released_bytes"},
+	"go_total":         {Metric: "go_memory_classes_total_bytes"},
+}
+
+// GoMemoryAtPeak is the Go runtime's memory at the sample where rssKey
+// (the process's anonymous RSS) was highest, the first such sample on a
+// tie; ok is false when no sample holds the runtime's series. Other is
+// what the runtime maps beyond the heap: its total less the heap (objects,
+// free, unused) and the part already returned to the OS.
+func GoMemoryAtPeak(samples []Sample, rssKey string) (m GoMemory, ok bool) {
+	var at *Sample
+	for i := range samples {
+		s := &samples[i]
+		m.PeakLive = max(m.PeakLive, s.Values["go_heap_live"])
+		if s.Values["go_total"] == 0 {
+			continue
+		}
+		if at == nil || s.Values[rssKey] > at.Values[rssKey] {
+			at = s
+		}
+	}
+	if at == nil {
+		return m, false
+	}
+	v := at.Values
+	m.HeapObjects, m.HeapLive, m.HeapGoal = v["go_heap_objects"], v["go_heap_live"], v["go_heap_goal"]
+	m.HeapFree, m.HeapUnused = v["go_heap_free"], v["go_heap_unused"]
+	m.Other = v["go_total"] - v["go_heap_released"] - m.HeapObjects - m.HeapFree - m.HeapUnused
+	return m, true
+}

@@ -132,3 +132,32 @@ func TestRates(t *testing.T) {
 		t.Errorf("MeanRate(nil) = %v, want 0", got)
 	}
 }
+
+func TestGoMemoryAtPeak(t *testing.T) {
+	const mib = 1 << 20
+	sample := func(rss, objects, live, total float64) Sample {
+		return Sample{Values: map[string]float64{
+			"rss_anon": rss * mib, "go_heap_objects": objects * mib, "go_heap_live": live * mib,
+			"go_heap_goal": 2 * live * mib, "go_heap_free": 10 * mib, "go_heap_unused": 5 * mib,
+			"go_heap_released": 20 * mib, "go_total": total * mib,
+		}}
+	}
+	samples := []Sample{
+		sample(100, 60, 50, 120),
+		sample(140, 80, 55, 160),                            // the highest RSS
+		sample(120, 70, 58, 150),                            // the highest live heap
+		{Values: map[string]float64{"rss_anon": 200 * mib}}, // no runtime series: not a candidate
+	}
+	m, ok := GoMemoryAtPeak(samples, "rss_anon")
+	if !ok {
+		t.Fatal("no sample found")
+	}
+	want := GoMemory{HeapObjects: 80 * mib, HeapLive: 55 * mib, HeapGoal: 110 * mib, HeapFree: 10 * mib, HeapUnused: 5 * mib,
+		Other: (160 - 20 - 80 - 10 - 5) * mib, PeakLive: 58 * mib}
+	if m != want {
+		t.Errorf("GoMemoryAtPeak = %+v, want %+v", m, want)
+	}
+	if _, ok := GoMemoryAtPeak([]Sample{{Values: map[string]float64{"rss_anon": 1}}}, "rss_anon"); ok {
+		t.Error("found the runtime's memory in samples without its series")
+	}
+}
