@@ -236,13 +236,7 @@ func TestAnAbortRollsKruiseCanariesBackWithoutThePartitionRollbackGate(t *testin
 	ns := newNamespace(t)
 	watch, before := kruiseToAbort(t, ns, false, "25%")
 
-	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
-		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutAborted))
-		c := condition(ro, stepwisev1.CanaryRollbackCondition)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Reason).To(Equal(stepwisev1.ReasonCanaryPodsRolledBack))
-	})
-	pods := waitPods(t, ns, map[string]string{"app": "web"}, 4, "web-1-0-0")
+	pods := waitKruiseRolledBack(t, ns)
 	kept := 0
 	for _, p := range pods {
 		if before[p.Name] == string(p.UID) {
@@ -277,14 +271,8 @@ func TestAnAbortRoundThatDeletesTwoCanariesNamesBothInOneEvent(t *testing.T) {
 	ns := newNamespace(t)
 	_, before := kruiseToAbort(t, ns, false, "50%")
 
-	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
-		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutAborted))
-		c := condition(ro, stepwisev1.CanaryRollbackCondition)
-		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Reason).To(Equal(stepwisev1.ReasonCanaryPodsRolledBack))
-	})
 	kept := map[string]bool{}
-	for _, p := range waitPods(t, ns, map[string]string{"app": "web"}, 4, "web-1-0-0") {
+	for _, p := range waitKruiseRolledBack(t, ns) {
 		kept[p.Name+"/"+string(p.UID)] = true
 	}
 	var replaced []string
@@ -307,6 +295,20 @@ func TestAnAbortRoundThatDeletesTwoCanariesNamesBothInOneEvent(t *testing.T) {
 			t.Errorf("CanaryPodDeleted Event %q does not name %s", note, name)
 		}
 	}
+}
+
+// waitKruiseRolledBack waits for kruiseToAbort's Rollout to say its
+// canaries are rolled back, and for the CloneSet's 4 Pods to be ready on
+// the stable revision, which it returns.
+func waitKruiseRolledBack(t *testing.T, ns string) []corev1.Pod {
+	t.Helper()
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutAborted))
+		c := condition(ro, stepwisev1.CanaryRollbackCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(stepwisev1.ReasonCanaryPodsRolledBack))
+	})
+	return waitPods(t, ns, map[string]string{"app": "web"}, 4, "web-1-0-0")
 }
 
 // With the gate declared on the CloneSet, Kruise moves the canaries back in
