@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -228,4 +231,53 @@ func TestCloneSetStatusOnlyChangesBringNoReconcile(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(getCloneSet(g, ns, "web").Status.Replicas).To(BeEquivalentTo(2))
 	}, timeout).Should(Succeed())
+}
+
+// A round writes at most 20 Pods (maxPodsWrittenPerRound): the rest wait
+// for the next round, which the writes' own watch events bring, so that a
+// large CloneSet at maxUnavailable 100% brings its first Pods back while
+// the others still move. 25 Pods to update take two rounds, and each round
+// tells its Pods in one Event.
+func TestCloneSetRoundWritesAtMostTwentyPods(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cs := newCloneSet(ns, "web", 25)
+	cs.Spec.UpdateStrategy.MaxUnavailable = intOrStr("100%")
+	g.Expect(env.client.Create(ctx, cs)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getCloneSet(g, ns, "web")
+		g.Expect(got.Status.Replicas).To(BeEquivalentTo(25))
+		g.Expect(got.Status.UpdatedReplicas).To(BeEquivalentTo(25))
+	}, timeout).Should(Succeed())
+
+	g.Expect(env.client.Patch(ctx, getCloneSet(g, ns, "web"), client.RawPatch(types.MergePatchType,
+		[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"example.com/app:v2"}]}}}}`)))).To(Succeed())
+	podsInNote := regexp.MustCompile(`^updating (?:(\d+) pods|pod \S+) `)
+	var rounds []int
+	g.Eventually(func(g Gomega) {
+		var list eventsv1.EventList
+		g.Expect(env.client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		rounds = nil
+		total := 0
+		for _, ev := range list.Items {
+			if ev.Regarding.Name != "web" || ev.Reason != stepwisev1.EventSuccessfulUpdatePodInPlace {
+				continue
+			}
+			m := podsInNote.FindStringSubmatch(ev.Note)
+			g.Expect(m).NotTo(BeNil(), "note %q", ev.Note)
+			n := 1
+			if m[1] != "" {
+				n, _ = strconv.Atoi(m[1])
+			}
+			rounds = append(rounds, n)
+			total += n
+		}
+		g.Expect(total).To(Equal(25), "Pods told updating, by round: %v", rounds)
+	}, timeout).Should(Succeed())
+	for _, n := range rounds {
+		if n > 20 {
+			t.Errorf("a round updated %d Pods, want at most 20 (rounds: %v)", n, rounds)
+		}
+	}
 }
