@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -256,16 +255,11 @@ func TestCloneSetRoundWritesAtMostTwentyPods(t *testing.T) {
 	podsInNote := regexp.MustCompile(`^updating (?:(\d+) pods|pod \S+) `)
 	var rounds []int
 	g.Eventually(func(g Gomega) {
-		var list eventsv1.EventList
-		g.Expect(env.client.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 		rounds = nil
 		total := 0
-		for _, ev := range list.Items {
-			if ev.Regarding.Name != "web" || ev.Reason != stepwisev1.EventSuccessfulUpdatePodInPlace {
-				continue
-			}
-			m := podsInNote.FindStringSubmatch(ev.Note)
-			g.Expect(m).NotTo(BeNil(), "note %q", ev.Note)
+		for _, note := range cloneSetEventNotes(g, ns, "web", stepwisev1.EventSuccessfulUpdatePodInPlace) {
+			m := podsInNote.FindStringSubmatch(note)
+			g.Expect(m).NotTo(BeNil(), "note %q", note)
 			n := 1
 			if m[1] != "" {
 				n, _ = strconv.Atoi(m[1])

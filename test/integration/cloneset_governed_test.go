@@ -147,16 +147,22 @@ func mutate(t *testing.T, ns, name string, f func(*stepwisev1.CloneSet)) {
 func waitForCloneSetEvent(t *testing.T, ns, name, reason, part string) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
-		var list eventsv1.EventList
-		g.Expect(env.client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
-		var notes []string
-		for _, ev := range list.Items {
-			if ev.Regarding.Kind == "CloneSet" && ev.Regarding.Name == name && ev.Reason == reason {
-				notes = append(notes, ev.Note)
-			}
-		}
-		g.Expect(notes).To(ContainElement(ContainSubstring(part)))
+		g.Expect(cloneSetEventNotes(g, ns, name, reason)).To(ContainElement(ContainSubstring(part)))
 	}, timeout).Should(Succeed())
+}
+
+// cloneSetEventNotes lists the notes of the Events of one reason about a
+// CloneSet.
+func cloneSetEventNotes(g Gomega, ns, name, reason string) []string {
+	var list eventsv1.EventList
+	g.Expect(env.client.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+	var notes []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind == "CloneSet" && ev.Regarding.Name == name && ev.Reason == reason {
+			notes = append(notes, ev.Note)
+		}
+	}
+	return notes
 }
 
 // Another writer touching the CloneSet's metadata (an annotation every few
