@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/podcache"
 	"github.com/stepwise-dev/stepwise/pkg/inplace"
 )
 
@@ -40,13 +40,13 @@ type Reconciler struct {
 	Metrics   *Metrics
 	// Clock is injectable for tests; the real clock when nil.
 	Clock clock.PassiveClock
+	// Pods reads the cached Pods (the cache keeps them as podcache
+	// records, which the Client cannot list).
+	Pods *podcache.Stores
 
 	engine       *inplace.Engine
 	expectations *expectations
 	statusWrites *statusWrites
-	// podIndexer is the Pod informer's store, read by ownedPods; nil when
-	// the cache watches a list of namespaces.
-	podIndexer toolscache.Indexer
 }
 
 // RBAC: only the verbs the code calls. CloneSets, Pods and revisions are
@@ -80,7 +80,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	r.engine = inplace.New(inplace.NewControllerRuntimePodClient(r.Client, r.APIReader), r.Clock)
 	r.expectations = newExpectations(r.Clock.Now)
 	r.statusWrites = newStatusWrites()
-	if err := r.setUpIndexes(context.Background(), mgr.GetFieldIndexer(), mgr.GetCache()); err != nil {
+	if r.Pods == nil {
+		return errors.New("the CloneSet controller needs the cache's Pod stores (Reconciler.Pods)")
+	}
+	if err := r.setUpIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -142,7 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	round.selector = selector
 
-	pods, err := r.ownedPods(ctx, cs, selector)
+	pods, err := r.ownedPods(cs, selector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -21,34 +20,19 @@ func TestIndexKeys(t *testing.T) {
 	owner := func(kind string, uid types.UID, controller bool) metav1.OwnerReference {
 		return metav1.OwnerReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: kind, Name: "web", UID: uid, Controller: ptr.To(controller)}
 	}
-	pod := func(refs ...metav1.OwnerReference) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc", OwnerReferences: refs}}
-	}
-	podIndex := func(obj client.Object) []string {
-		keys, err := podController(obj)
-		if err != nil {
-			t.Fatalf("podController: %v", err)
-		}
-		return keys
-	}
 	tests := []struct {
-		name  string
-		index func(client.Object) []string
-		obj   client.Object
-		want  []string
+		name string
+		obj  client.Object
+		want []string
 	}{
-		{"a revision is keyed by its controller's UID", controllerUID, revision(owner("CloneSet", "uid-1", true)), []string{"uid-1"}},
-		{"an owner that is not the controller is no key", controllerUID, revision(owner("CloneSet", "uid-1", false)), nil},
-		{"a revision without owner has no key", controllerUID, revision(), nil},
-		{"any controller's UID: IsControlledBy compares UIDs only", controllerUID, revision(owner("StatefulSet", "uid-2", true)), []string{"uid-2"}},
-		{"a Pod is keyed by its controller's UID", podIndex, pod(owner("CloneSet", "uid-1", true)), []string{"uid-1"}},
-		{"a Pod another object merely owns is no key", podIndex, pod(owner("CloneSet", "uid-1", false)), nil},
-		{"a bare Pod has no key", podIndex, pod(), nil},
-		{"only Pods are keyed in the Pod index", podIndex, revision(owner("CloneSet", "uid-1", true)), nil},
+		{"a revision is keyed by its controller's UID", revision(owner("CloneSet", "uid-1", true)), []string{"uid-1"}},
+		{"an owner that is not the controller is no key", revision(owner("CloneSet", "uid-1", false)), nil},
+		{"a revision without owner has no key", revision(), nil},
+		{"any controller's UID: IsControlledBy compares UIDs only", revision(owner("StatefulSet", "uid-2", true)), []string{"uid-2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.index(tt.obj); !slices.Equal(got, tt.want) {
+			if got := controllerUID(tt.obj); !slices.Equal(got, tt.want) {
 				t.Errorf("key %v, want %v", got, tt.want)
 			}
 		})

@@ -19,10 +19,10 @@ import (
 )
 
 // ownedPods returns the Pods this CloneSet controls and selects, read from
-// the Pod informer's indexer by controller (podControllerIndex): the
-// cache's own objects, neither copied nor gathered into a list (with
-// --namespaces, through a list by the same key; see setUpIndexes). Nothing may
-// change them: every write goes to a copy (the engine, setLifecycleState,
+// the Pod informers' indexers by controller (podcache.ControllerIndex):
+// each a *corev1.Pod made from the cached record, sharing its maps and
+// slices (podcache.Record.Pod). Nothing may change them: every write goes
+// to a copy (the engine, setLifecycleState,
 // labelRevisionHashes, syncLifecycle), and a client call that decodes its
 // answer into its object (Patch, Update) is only ever given one; make
 // test-integration runs the manager with client-go's cache mutation
@@ -30,34 +30,19 @@ import (
 //
 // Measured with make bench-scale (10 CloneSets of 1000 Pods in one
 // namespace): deep-copying each Pod at every reconcile was 44% of the
-// manager's CPU; a List without copies still filled a []corev1.Pod of
-// 1.2 KB per Pod at every reconcile, a fifth of all the manager allocated,
-// and matched the selector against every Pod of the namespace.
-func (r *Reconciler) ownedPods(ctx context.Context, cs *stepwisev1.CloneSet, selector labels.Selector) ([]*corev1.Pod, error) {
-	var objs []any
-	if r.podIndexer != nil {
-		var err error
-		if objs, err = r.podIndexer.ByIndex(podControllerIndex, string(cs.UID)); err != nil {
-			return nil, fmt.Errorf("listing pods: %w", err)
-		}
-	} else {
-		var list corev1.PodList
-		if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingFields{podControllerIndex: string(cs.UID)},
-			client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing pods: %w", err)
-		}
-		objs = make([]any, len(list.Items))
-		for i := range list.Items {
-			objs[i] = &list.Items[i]
-		}
+// manager's CPU; a List matched the selector against every Pod of the
+// namespace. Making the Pod from its record is one allocation of the Pod
+// struct, where a deep copy was dozens.
+func (r *Reconciler) ownedPods(cs *stepwisev1.CloneSet, selector labels.Selector) ([]*corev1.Pod, error) {
+	cached, err := r.Pods.Controlled(cs.UID, selector)
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
 	}
-	pods := make([]*corev1.Pod, 0, len(objs))
-	for _, obj := range objs {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Namespace != cs.Namespace || !selector.Matches(labels.Set(pod.Labels)) {
-			continue
+	pods := cached[:0]
+	for _, pod := range cached {
+		if pod.Namespace == cs.Namespace {
+			pods = append(pods, pod)
 		}
-		pods = append(pods, pod)
 	}
 	return pods, nil
 }

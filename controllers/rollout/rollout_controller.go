@@ -76,6 +76,9 @@ type Reconciler struct {
 	// reconcile; with none, spec.notifications is ignored and nothing is
 	// recorded in status.notifications.
 	Notifier *Notifier
+	// Pods reads the cached Pods (the cache keeps them as podcache
+	// records, which the Client cannot list).
+	Pods workload.PodLister
 
 	// cache reads workloads, including the unstructured OpenKruise
 	// CloneSet, which the manager's client would read live. Set by
@@ -140,6 +143,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	// measurement into an Error.
 	if _, err := prometheus.ParseAllowList(r.AnalysisAddresses); err != nil {
 		return fmt.Errorf("--%s: %w", AnalysisAddressesFlag, err)
+	}
+	if r.Pods == nil {
+		return errors.New("the Rollout controller needs the cache's Pod stores (Reconciler.Pods)")
 	}
 	r.cache = mgr.GetCache()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, trafficIndex, indexTraffic); err != nil {
@@ -516,7 +522,7 @@ func (r *Reconciler) workloadClients() workload.Clients {
 	if reader == nil {
 		reader = r.Client
 	}
-	return workload.Clients{Reader: reader, Writer: r.Client, APIReader: r.APIReader}
+	return workload.Clients{Reader: reader, Writer: r.Client, APIReader: r.APIReader, Pods: r.Pods}
 }
 
 // earliest is the sooner of two requeues, 0 meaning none.

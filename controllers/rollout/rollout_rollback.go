@@ -19,6 +19,7 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/rollback"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+	"github.com/stepwise-dev/stepwise/internal/podcache"
 )
 
 // rollBackCanaries carries out the rollback of an aborted rollout on a
@@ -132,20 +133,22 @@ var podMoved = predicate.Funcs{
 	DeleteFunc:  func(event.DeleteEvent) bool { return true },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		oldPod, okOld := e.ObjectOld.(*corev1.Pod)
-		newPod, okNew := e.ObjectNew.(*corev1.Pod)
+		// The cache's Pod events carry its records, not Pods.
+		oldPod, okOld := e.ObjectOld.(*podcache.Record)
+		newPod, okNew := e.ObjectNew.(*podcache.Record)
 		if !okOld || !okNew {
 			return false
 		}
 		// A revision label that moves is a Pod changing sides under
 		// traffic routing's weights, which follow the ready Pods.
-		return podReady(oldPod) != podReady(newPod) || oldPod.DeletionTimestamp.IsZero() != newPod.DeletionTimestamp.IsZero() ||
+		return podReady(oldPod.Conditions) != podReady(newPod.Conditions) || oldPod.DeletionTimestamp.IsZero() != newPod.DeletionTimestamp.IsZero() ||
 			oldPod.Labels[appsv1.ControllerRevisionHashLabelKey] != newPod.Labels[appsv1.ControllerRevisionHashLabelKey]
 	},
 }
 
-func podReady(pod *corev1.Pod) corev1.ConditionStatus {
-	for _, c := range pod.Status.Conditions {
+// podReady reads the Ready condition among a Pod's conditions.
+func podReady(conditions []corev1.PodCondition) corev1.ConditionStatus {
+	for _, c := range conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status
 		}

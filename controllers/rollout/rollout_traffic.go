@@ -208,7 +208,7 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 		if st.CanaryRevision != "" && rev == st.CanaryRevision {
 			onCanary++
 		}
-		if p.DeletionTimestamp != nil || podReady(p) != corev1.ConditionTrue {
+		if p.DeletionTimestamp != nil || podReady(p.Status.Conditions) != corev1.ConditionTrue {
 			continue
 		}
 		switch {

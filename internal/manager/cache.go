@@ -15,11 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
+	"github.com/stepwise-dev/stepwise/internal/podcache"
 )
 
 // What the informer cache holds, and in what shape, decides the manager's
@@ -54,10 +56,12 @@ func PodSelector() labels.Selector {
 }
 
 // cacheOptions scopes the cache to namespaces (every namespace when empty)
-// and applies the Pod selector and trim.
-func cacheOptions(namespaces []string) cache.Options {
+// and applies the Pod selector and trim; pods learns the Pod informers, for
+// the controllers' reads.
+func cacheOptions(namespaces []string, pods *podcache.Stores) cache.Options {
 	opts := cache.Options{
 		DefaultTransform: newTrim(),
+		NewInformer:      pods.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Label: PodSelector()},
 		},
@@ -84,8 +88,10 @@ func newTrim() func(any) (any, error) {
 // the spec. From the workloads the Rollout only observes (StatefulSets,
 // OpenKruise CloneSets) and their ControllerRevisions it drops what no
 // controller reads, and from Pods what neither the CloneSet controller nor
-// the Rollout reads (trimPod); Stepwise's own CloneSets and their revisions
-// are read whole and kept whole.
+// the Rollout reads (trimPod), keeping the rest as a podcache.Record;
+// Stepwise's own CloneSets and their revisions are read whole and kept
+// whole. A Record handed back to it (the informer re-queues what it
+// stores) is kept as it is.
 func trim(in any, shared *podMetaTable) (any, error) {
 	if obj, err := apimeta.Accessor(in); err == nil {
 		if obj.GetManagedFields() != nil {
@@ -101,6 +107,7 @@ func trim(in any, shared *podMetaTable) (any, error) {
 	switch o := in.(type) {
 	case *corev1.Pod:
 		trimPod(o, shared)
+		return podcache.NewRecord(o), nil
 	case *appsv1.StatefulSet:
 		trimStatefulSet(o)
 	case *appsv1.ControllerRevision:
@@ -133,19 +140,20 @@ func trim(in any, shared *podMetaTable) (any, error) {
 // bytes per cached Pod before and 4,745 after, which at 10,000 Pods is
 // about 11 MiB less live heap, for about 4 µs more CPU per Pod event
 // (BenchmarkDecodeAndTrimPod); keeping only the two conditions read
-// (podConditions) took it to 4,215, and sharing the label maps and owner
-// lists of a revision's Pods (podMetaTable) to 3,779, with no more CPU.
-// Most of what remains is the Pod, Container and ContainerStatus structs
-// themselves, whose size their types fix, and the annotation map, which
-// holds each Pod's own in-place state.
+// (podConditions) took it to 4,215, sharing the label maps and owner
+// lists of a revision's Pods (podMetaTable) to 3,779, with no more CPU,
+// and sharing their container lists and readiness gates too to 2,904.
+// Most of what remains is the Pod and ContainerStatus structs themselves,
+// whose size their types fix (1,240 and 208 bytes), and the annotation
+// map, which holds each Pod's own in-place state.
 func trimPod(pod *corev1.Pod, shared *podMetaTable) {
 	compactPodMeta(&pod.ObjectMeta, shared)
 	spec := &pod.Spec
 	*spec = corev1.PodSpec{
 		NodeName:       intern(spec.NodeName),
-		ReadinessGates: readinessGates(spec.ReadinessGates),
-		InitContainers: podContainers(spec.InitContainers),
-		Containers:     podContainers(spec.Containers),
+		ReadinessGates: shared.readinessGates(spec.ReadinessGates),
+		InitContainers: shared.containerList(spec.InitContainers),
+		Containers:     shared.containerList(spec.Containers),
 	}
 	status := &pod.Status
 	*status = corev1.PodStatus{
@@ -208,23 +216,29 @@ func compactPodMeta(meta *metav1.ObjectMeta, shared *podMetaTable) {
 	}
 }
 
-// podMetaTable holds one label map per distinct label set, and one owner
-// list per distinct list, for the cached Pods to share: the Pods of one
-// revision of a workload carry the same labels and the same owner, and a
-// map of up to eight labels takes about 330 bytes however few it holds
-// (about 3.5 MB at 10,800 Pods), an owner list about 100.
+// podMetaTable holds one label map per distinct label set, one owner list
+// per distinct list, and one container list and readiness-gate list per
+// distinct one, for the cached Pods to share: the Pods of one revision of
+// a workload carry the same labels, owner, containers and gates. A map of
+// up to eight labels takes about 330 bytes however few it holds (about
+// 3.5 MB at 10,800 Pods), an owner list about 100, and a container, even
+// trimmed to its name and image, 408 (its type's size): a sidecar and an
+// app container were about 9 MB at 10,800 Pods.
 //
 // Sharing is safe because nothing writes into a cached object: every write
 // goes to a copy, whose DeepCopy copies the map and the list, and make
 // test-integration runs the manager with client-go's cache mutation
-// detector. The table is not pruned entry by entry: when it reaches
+// detector (TestTrimPodSharesLabelSetsAndOwnerLists shows the sharing).
+// The table is not pruned entry by entry: when it reaches
 // maxPodMetaEntries distinct sets it starts again empty, and the Pods that
 // hold the old maps keep them, so the cost of a cluster with more shapes
 // than that is some maps held twice, never a wrong label.
 type podMetaTable struct {
-	mu     sync.Mutex
-	labels map[string]map[string]string
-	owners map[string][]metav1.OwnerReference
+	mu         sync.Mutex
+	labels     map[string]map[string]string
+	owners     map[string][]metav1.OwnerReference
+	containers map[string][]corev1.Container
+	gates      map[string][]corev1.PodReadinessGate
 }
 
 // maxPodMetaEntries bounds each table: about 500 bytes a label set with its
@@ -232,7 +246,12 @@ type podMetaTable struct {
 const maxPodMetaEntries = 4096
 
 func newPodMetaTable() *podMetaTable {
-	return &podMetaTable{labels: map[string]map[string]string{}, owners: map[string][]metav1.OwnerReference{}}
+	return &podMetaTable{
+		labels:     map[string]map[string]string{},
+		owners:     map[string][]metav1.OwnerReference{},
+		containers: map[string][]corev1.Container{},
+		gates:      map[string][]corev1.PodReadinessGate{},
+	}
 }
 
 // labelSet returns the table's map for labels' keys and values, adding a
@@ -323,16 +342,24 @@ func ownerListKey(owners []metav1.OwnerReference) string {
 	return b.String()
 }
 
-// readinessGates copies the gates with their types interned.
-func readinessGates(gates []corev1.PodReadinessGate) []corev1.PodReadinessGate {
+// readinessGates returns the table's list of these gates, adding a copy
+// (types interned) when it has none.
+func (t *podMetaTable) readinessGates(gates []corev1.PodReadinessGate) []corev1.PodReadinessGate {
 	if gates == nil {
 		return nil
 	}
-	out := make([]corev1.PodReadinessGate, len(gates))
-	for i, g := range gates {
-		out[i] = corev1.PodReadinessGate{ConditionType: intern(g.ConditionType)}
+	var key strings.Builder
+	for _, g := range gates {
+		key.WriteString(string(g.ConditionType))
+		key.WriteByte(0)
 	}
-	return out
+	return shareOrAdd(&t.mu, t.gates, key.String(), func() []corev1.PodReadinessGate {
+		out := make([]corev1.PodReadinessGate, len(gates))
+		for i, g := range gates {
+			out[i] = corev1.PodReadinessGate{ConditionType: intern(g.ConditionType)}
+		}
+		return out
+	})
 }
 
 // readCondition tells the Pod conditions a controller reads: Ready (is the
@@ -372,17 +399,37 @@ func podConditions(conditions []corev1.PodCondition) []corev1.PodCondition {
 	return out
 }
 
-// podContainers keeps the fields pkg/inplace reads: name, image and, for
-// init containers, the restart policy.
-func podContainers(containers []corev1.Container) []corev1.Container {
+// containerList returns the table's list of containers with these names,
+// images and restart policies, the fields pkg/inplace reads (an init
+// container's restart policy makes it a sidecar), adding one when it has
+// none.
+func (t *podMetaTable) containerList(containers []corev1.Container) []corev1.Container {
 	if containers == nil {
 		return nil
 	}
-	out := make([]corev1.Container, len(containers))
-	for i, c := range containers {
-		out[i] = corev1.Container{Name: intern(c.Name), Image: intern(c.Image), RestartPolicy: c.RestartPolicy}
+	var key strings.Builder
+	for _, c := range containers {
+		key.WriteString(c.Name)
+		key.WriteByte(0)
+		key.WriteString(c.Image)
+		key.WriteByte(0)
+		if c.RestartPolicy != nil {
+			key.WriteString(string(*c.RestartPolicy))
+		} else {
+			key.WriteByte('-')
+		}
+		key.WriteByte(0)
 	}
-	return out
+	return shareOrAdd(&t.mu, t.containers, key.String(), func() []corev1.Container {
+		out := make([]corev1.Container, len(containers))
+		for i, c := range containers {
+			out[i] = corev1.Container{Name: intern(c.Name), Image: intern(c.Image)}
+			if c.RestartPolicy != nil {
+				out[i].RestartPolicy = ptr.To(*c.RestartPolicy)
+			}
+		}
+		return out
+	})
 }
 
 // currentStatuses keeps what tells a restarted container on its new image

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/podcache"
 )
 
 func TestPodSelector(t *testing.T) {
@@ -223,10 +224,16 @@ func TestTrim(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := trim(tt.in)
+			out, err := trim(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
+			if _, isPod := tt.want.(*corev1.Pod); isPod {
+				if _, ok := out.(*podcache.Record); !ok {
+					t.Fatalf("trim() = %T, want a Pod record", out)
+				}
+			}
+			got := readBack(out)
 			normalizeData(t, got)
 			normalizeData(t, tt.want)
 			if !apiequality.Semantic.DeepEqual(got, tt.want) {
@@ -235,13 +242,26 @@ func TestTrim(t *testing.T) {
 				t.Errorf("trim() =\n  %s\nwant\n  %s", gj, wj)
 			}
 			// Transforms may run again on what they returned.
-			again, _ := trim(got)
+			again, _ := trim(out)
+			if again != out {
+				t.Errorf("trim of its own output gave another object")
+			}
+			again = readBack(again)
 			normalizeData(t, again)
 			if !apiequality.Semantic.DeepEqual(again, tt.want) {
 				t.Error("trim is not idempotent")
 			}
 		})
 	}
+}
+
+// readBack is what a controller reads of a cached object: for a Pod, the
+// Pod its record makes.
+func readBack(obj any) any {
+	if rec, ok := obj.(*podcache.Record); ok {
+		return rec.Pod()
+	}
+	return obj
 }
 
 // normalizeData re-encodes a revision's data with sorted keys, so that
@@ -390,7 +410,7 @@ func TestTrimPodCompactsWithoutChangingValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := got.(*corev1.Pod)
+	pod := got.(*podcache.Record).Pod()
 	if !apiequality.Semantic.DeepEqual(pod, want) {
 		gj, _ := json.Marshal(pod)
 		wj, _ := json.Marshal(want)
@@ -478,13 +498,16 @@ func TestTrimPodSharesRepeatedStrings(t *testing.T) {
 	}
 }
 
-// The Pods of one revision share one label map and one owner list; a Pod
-// whose labels or owner differ gets its own, with its own values.
+// The Pods of one revision share one label map, one owner list, one list of
+// containers of each kind and one of readiness gates; a Pod whose labels,
+// owner or containers differ gets its own, with its own values.
 func TestTrimPodSharesLabelSetsAndOwnerLists(t *testing.T) {
 	trim := newTrim()
 	a, b, c, d := decodedPod(t, 1), decodedPod(t, 2), decodedPod(t, 3), decodedPod(t, 4)
 	c.Labels[stepwisev1.LifecycleStateLabel] = stepwisev1.LifecycleStateUpdating
 	d.OwnerReferences[0].BlockOwnerDeletion = ptr.To(false)
+	c.Spec.Containers[0].Image = "registry.example.com/shop/web:2.15.0"
+	d.Spec.InitContainers[0].RestartPolicy = nil
 	want := map[*corev1.Pod]*corev1.Pod{}
 	for _, p := range []*corev1.Pod{a, b, c, d} {
 		want[p] = p.DeepCopy()
@@ -507,9 +530,25 @@ func TestTrimPodSharesLabelSetsAndOwnerLists(t *testing.T) {
 	if &a.OwnerReferences[0] == &d.OwnerReferences[0] {
 		t.Error("a Pod whose owner reference differs got the others' list")
 	}
+	if &a.Spec.Containers[0] != &b.Spec.Containers[0] || &a.Spec.Containers[0] != &d.Spec.Containers[0] {
+		t.Error("Pods with the same containers hold their own container lists")
+	}
+	if &a.Spec.Containers[0] == &c.Spec.Containers[0] {
+		t.Error("a Pod on another image got the others' container list")
+	}
+	if &a.Spec.InitContainers[0] != &c.Spec.InitContainers[0] || &a.Spec.InitContainers[0] == &d.Spec.InitContainers[0] {
+		t.Error("init containers: shared by the Pods whose sidecar is the same, or not kept apart from the one without a restart policy")
+	}
+	if &a.Spec.ReadinessGates[0] != &d.Spec.ReadinessGates[0] {
+		t.Error("Pods with the same readiness gates hold their own lists")
+	}
 	for p, before := range want {
 		if !apiequality.Semantic.DeepEqual(p.Labels, before.Labels) || !apiequality.Semantic.DeepEqual(p.OwnerReferences, before.OwnerReferences) {
 			t.Errorf("pod %s: labels %v owners %v, want %v %v", p.Name, p.Labels, p.OwnerReferences, before.Labels, before.OwnerReferences)
+		}
+		kept := plainTrim(before)
+		if !apiequality.Semantic.DeepEqual(p.Spec, kept.Spec) {
+			t.Errorf("pod %s: spec %+v, want %+v", p.Name, p.Spec, kept.Spec)
 		}
 	}
 }

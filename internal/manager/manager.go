@@ -26,6 +26,7 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 	"github.com/stepwise-dev/stepwise/internal/index"
+	"github.com/stepwise-dev/stepwise/internal/podcache"
 	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
@@ -127,6 +128,10 @@ type Manager struct {
 	// nil for a controller that does not run.
 	CloneSetMetrics *cloneset.Metrics
 	RolloutMetrics  *rollout.Metrics
+	// Pods reads the cached Pods, which the cache keeps as podcache
+	// records: a List or Get of Pods through the manager's client or cache
+	// fails.
+	Pods *podcache.Stores
 }
 
 // NewScheme knows the built-in types and Stepwise's.
@@ -162,6 +167,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	pods := podcache.NewStores()
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsServer,
@@ -175,7 +181,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		// lease it held.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr.To(GracefulShutdownTimeout),
-		Cache:                         cacheOptions(opts.Namespaces),
+		Cache:                         cacheOptions(opts.Namespaces, pods),
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets are read rarely (a metric's bearer token, at each
 			// measurement) and around the cache: caching them would take
@@ -191,7 +197,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	m := &Manager{Manager: mgr}
+	m := &Manager{Manager: mgr, Pods: pods}
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
@@ -216,6 +222,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			Recorder:  mgr.GetEventRecorder("stepwise-cloneset"),
 			Metrics:   m.CloneSetMetrics,
 			Clock:     opts.Clock,
+			Pods:      pods,
 		}).SetupWithManager(mgr, orDefault(opts.CloneSetConcurrency, DefaultCloneSetConcurrency)); err != nil {
 			return nil, fmt.Errorf("setting up CloneSet controller: %w", err)
 		}
@@ -249,6 +256,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			ProviderFactory:   opts.ProviderFactory,
 			AnalysisAddresses: opts.AnalysisAddresses,
 			Notifier:          notifier,
+			Pods:              pods,
 		}).SetupWithManager(mgr, orDefault(opts.RolloutConcurrency, DefaultRolloutConcurrency)); err != nil {
 			return nil, fmt.Errorf("setting up Rollout controller: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,10 +65,10 @@ func TestCacheHoldsOnlyWhatControllersRead(t *testing.T) {
 
 	cache := env.manager.Manager.GetCache()
 	g.Eventually(func(g Gomega) {
-		var list corev1.PodList
-		g.Expect(cache.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+		pods, err := env.manager.Manager.Pods.List(ns, labels.Everything())
+		g.Expect(err).NotTo(HaveOccurred())
 		var names []string
-		for _, p := range list.Items {
+		for _, p := range pods {
 			names = append(names, p.Name)
 		}
 		g.Expect(names).To(ConsistOf("db-0"))
@@ -121,9 +122,12 @@ func TestWritesFromTrimmedPodsKeepWhatTheCacheDropped(t *testing.T) {
 	}}
 	g.Expect(env.client.Status().Update(ctx, &before)).To(Succeed())
 
-	cached := &corev1.Pod{}
+	var cached *corev1.Pod
 	g.Eventually(func(g Gomega) {
-		g.Expect(env.manager.Manager.GetCache().Get(ctx, client.ObjectKeyFromObject(&before), cached)).To(Succeed())
+		pods, err := env.manager.Manager.Pods.Controlled(before.OwnerReferences[0].UID, labels.Everything())
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pods).To(HaveLen(1))
+		cached = pods[0]
 		g.Expect(cached.Status.ContainerStatuses).To(HaveLen(1))
 	}, timeout).Should(Succeed())
 	g.Expect(cached.Spec.Containers).To(Equal([]corev1.Container{{Name: "app", Image: "example.com/app:v1"}}))

@@ -128,14 +128,13 @@ func (b *base) PodNames(ctx context.Context, obs Observation, revision string) (
 		// that is not one has no Pods.
 		return nil, nil //nolint:nilerr // not a failure: no Pod can carry it
 	}
-	var pods corev1.PodList
-	if err := b.c.Reader.List(ctx, &pods, client.InNamespace(b.key.Namespace),
-		client.MatchingLabelsSelector{Selector: obs.Selector.Add(*req)}); err != nil {
+	pods, err := b.c.Pods.List(b.key.Namespace, obs.Selector.Add(*req))
+	if err != nil {
 		return nil, fmt.Errorf("listing Pods of %s on revision %s: %w", b.describe(), revision, err)
 	}
-	names := make([]string, 0, len(pods.Items))
-	for i := range pods.Items {
-		names = append(names, pods.Items[i].Name)
+	names := make([]string, 0, len(pods))
+	for _, pod := range pods {
+		names = append(names, pod.Name)
 	}
 	return names, nil
 }
@@ -147,14 +146,14 @@ func (b *base) Pods(ctx context.Context, obs Observation) ([]corev1.Pod, error) 
 	if obs.Selector == nil || obs.Selector.Empty() {
 		return nil, nil
 	}
-	var list corev1.PodList
-	if err := b.c.Reader.List(ctx, &list, client.InNamespace(b.key.Namespace), client.MatchingLabelsSelector{Selector: obs.Selector}); err != nil {
+	list, err := b.c.Pods.List(b.key.Namespace, obs.Selector)
+	if err != nil {
 		return nil, fmt.Errorf("listing Pods of %s: %w", b.describe(), err)
 	}
-	pods := make([]corev1.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		if owner := metav1.GetControllerOf(&list.Items[i]); owner != nil && owner.UID == obs.UID {
-			pods = append(pods, list.Items[i])
+	pods := make([]corev1.Pod, 0, len(list))
+	for _, pod := range list {
+		if owner := metav1.GetControllerOfNoCopy(pod); owner != nil && owner.UID == obs.UID {
+			pods = append(pods, *pod)
 		}
 	}
 	return pods, nil
@@ -199,15 +198,14 @@ func (b *base) Revision(ctx context.Context, obs Observation, name string) (Revi
 	if err != nil {
 		return Revision{}, nil //nolint:nilerr // not a label value: no Pod carries it
 	}
-	var pods corev1.PodList
-	if err := b.c.Reader.List(ctx, &pods, client.InNamespace(b.key.Namespace),
-		client.MatchingLabelsSelector{Selector: obs.Selector.Add(*req)}); err != nil {
+	pods, err := b.c.Pods.List(b.key.Namespace, obs.Selector.Add(*req))
+	if err != nil {
 		return Revision{}, fmt.Errorf("listing Pods of %s on revision %s: %w", b.describe(), name, err)
 	}
-	if len(pods.Items) == 0 {
+	if len(pods) == 0 {
 		return Revision{}, nil
 	}
-	return Revision{Found: true, Images: imagesOf(&pods.Items[0].Spec)}, nil
+	return Revision{Found: true, Images: imagesOf(&pods[0].Spec)}, nil
 }
 
 // decodeTemplate reads the Pod template a ControllerRevision stores:
