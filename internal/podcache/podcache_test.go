@@ -22,7 +22,7 @@ func keptPod(namespace, name string, owner types.UID, labelSet map[string]string
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace, Name: name, UID: types.UID("uid-" + name), ResourceVersion: "7", Generation: 2,
 			Labels: labelSet, Annotations: map[string]string{"stepwise.dev/inplace-update-state": `{"revision":"web-2"}`},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "stepwise.dev/v1alpha1", Kind: "CloneSet", Name: "web", UID: owner, Controller: ptr.To(true)}},
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "stepwise.dev/v1alpha1", Kind: "CloneSet", Name: "web", UID: owner, Controller: ptr.To(true)}},
 			DeletionTimestamp: ptr.To(metav1.Unix(100, 0)), Finalizers: []string{"example.com/hold"},
 		},
 		Spec: corev1.PodSpec{
@@ -33,7 +33,7 @@ func keptPod(namespace, name string, owner types.UID, labelSet map[string]string
 		},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, Reason: "Evicted", Message: "node pressure",
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(50, 0)}},
+			Conditions:            []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Unix(50, 0)}},
 			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", Image: "proxy:1", ImageID: "sha256:bb", Ready: true}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "web:2", ImageID: "sha256:aa", ContainerID: "containerd://1",
 				Ready: true, Started: ptr.To(true), RestartCount: 1,

@@ -1,0 +1,92 @@
+package config_test
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestSecurityDocTablesTheClusterRole: docs/security.md's RBAC table, which
+// is written by hand, grants what the generated ClusterRole grants, row by
+// row: a marker that changes the role must change the doc too. A resource
+// cell names "`group` `resource`", or "`resource`" for the core group,
+// several separated by commas; the verbs cell names the verbs.
+func TestSecurityDocTablesTheClusterRole(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &role); err != nil {
+		t.Fatal(err)
+	}
+	documented := documentedGrants(t, filepath.Join("..", "docs", "security.md"))
+	if got := grantsOf(role.Rules); !equalGrants(documented, got) {
+		t.Errorf("docs/security.md's RBAC table grants\n  %v\nconfig/rbac/role.yaml grants\n  %v", documented, got)
+	}
+}
+
+// documentedGrants reads the table that follows the "| resource | verbs |
+// why |" header, as grantsOf keys and sorts the role's rules.
+func documentedGrants(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	quoted := regexp.MustCompile("`([^`]+)`")
+	var rows []rbacv1.PolicyRule
+	inTable := false
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		line := scanner.Text()
+		switch {
+		case line == "| resource | verbs | why |":
+			inTable = true
+			continue
+		case !inTable:
+			continue
+		case !strings.HasPrefix(line, "|"):
+			inTable = false
+			continue
+		case strings.HasPrefix(line, "|---"):
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			t.Fatalf("%s: row %q has no resource and verbs cells", path, line)
+		}
+		var verbs []string
+		for _, m := range quoted.FindAllStringSubmatch(cells[2], -1) {
+			verbs = append(verbs, m[1])
+		}
+		for _, entry := range strings.Split(cells[1], ",") {
+			var names []string
+			for _, m := range quoted.FindAllStringSubmatch(entry, -1) {
+				names = append(names, m[1])
+			}
+			switch len(names) {
+			case 1:
+				rows = append(rows, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: names, Verbs: verbs})
+			case 2:
+				rows = append(rows, rbacv1.PolicyRule{APIGroups: names[:1], Resources: names[1:], Verbs: verbs})
+			default:
+				t.Fatalf("%s: resource %q: want `group` `resource` or `resource`", path, strings.TrimSpace(entry))
+			}
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Fatalf("%s: no RBAC table found", path)
+	}
+	return grantsOf(rows)
+}
