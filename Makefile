@@ -51,7 +51,7 @@ image-push: ## Build the manager image for PLATFORMS and push it to IMAGE (crede
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
-	$(CONTROLLER_GEN) object paths=./api/... paths=./internal/podcache/...
+	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/ and charts/stepwise.

@@ -40,8 +40,7 @@ type Reconciler struct {
 	Metrics   *Metrics
 	// Clock is injectable for tests; the real clock when nil.
 	Clock clock.PassiveClock
-	// Pods reads the cached Pods (the cache keeps them as podcache
-	// records, which the Client cannot list).
+	// Pods reads the cached Pods without copying them.
 	Pods *podcache.Stores
 
 	engine       *inplace.Engine

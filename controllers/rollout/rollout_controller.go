@@ -76,8 +76,7 @@ type Reconciler struct {
 	// reconcile; with none, spec.notifications is ignored and nothing is
 	// recorded in status.notifications.
 	Notifier *Notifier
-	// Pods reads the cached Pods (the cache keeps them as podcache
-	// records, which the Client cannot list).
+	// Pods reads the cached Pods without copying them.
 	Pods workload.PodLister
 
 	// cache reads workloads, including the unstructured OpenKruise

@@ -19,7 +19,6 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/rollback"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
-	"github.com/stepwise-dev/stepwise/internal/podcache"
 )
 
 // rollBackCanaries carries out the rollback of an aborted rollout on a
@@ -133,15 +132,14 @@ var podMoved = predicate.Funcs{
 	DeleteFunc:  func(event.DeleteEvent) bool { return true },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		// The cache's Pod events carry its records, not Pods.
-		oldPod, okOld := e.ObjectOld.(*podcache.Record)
-		newPod, okNew := e.ObjectNew.(*podcache.Record)
+		oldPod, okOld := e.ObjectOld.(*corev1.Pod)
+		newPod, okNew := e.ObjectNew.(*corev1.Pod)
 		if !okOld || !okNew {
 			return false
 		}
 		// A revision label that moves is a Pod changing sides under
 		// traffic routing's weights, which follow the ready Pods.
-		return podReady(oldPod.Conditions) != podReady(newPod.Conditions) || oldPod.DeletionTimestamp.IsZero() != newPod.DeletionTimestamp.IsZero() ||
+		return podReady(oldPod.Status.Conditions) != podReady(newPod.Status.Conditions) || oldPod.DeletionTimestamp.IsZero() != newPod.DeletionTimestamp.IsZero() ||
 			oldPod.Labels[appsv1.ControllerRevisionHashLabelKey] != newPod.Labels[appsv1.ControllerRevisionHashLabelKey]
 	},
 }

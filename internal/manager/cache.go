@@ -88,10 +88,8 @@ func newTrim() func(any) (any, error) {
 // the spec. From the workloads the Rollout only observes (StatefulSets,
 // OpenKruise CloneSets) and their ControllerRevisions it drops what no
 // controller reads, and from Pods what neither the CloneSet controller nor
-// the Rollout reads (trimPod), keeping the rest as a podcache.Record;
-// Stepwise's own CloneSets and their revisions are read whole and kept
-// whole. A Record handed back to it (the informer re-queues what it
-// stores) is kept as it is.
+// the Rollout reads (trimPod); Stepwise's own CloneSets and their
+// revisions are read whole and kept whole.
 func trim(in any, shared *podMetaTable) (any, error) {
 	if obj, err := apimeta.Accessor(in); err == nil {
 		if obj.GetManagedFields() != nil {
@@ -107,7 +105,6 @@ func trim(in any, shared *podMetaTable) (any, error) {
 	switch o := in.(type) {
 	case *corev1.Pod:
 		trimPod(o, shared)
-		return podcache.NewRecord(o), nil
 	case *appsv1.StatefulSet:
 		trimStatefulSet(o)
 	case *appsv1.ControllerRevision:

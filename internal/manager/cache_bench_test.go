@@ -124,7 +124,7 @@ func servedPod(i int) *corev1.Pod {
 
 // BenchmarkCachedPodBytes measures the heap a cached Pod keeps: Pods of
 // one CloneSet are decoded from protobuf, as the informer gets them, then
-// trimmed, and what the transform returns (the record) is kept; the heap growth after a collection, divided by the
+// trimmed, and kept; the heap growth after a collection, divided by the
 // number of Pods, is reported as B/pod.
 //
 //	go test ./internal/manager/ -run '^$' -bench CachedPodBytes -benchtime 5x

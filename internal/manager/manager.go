@@ -128,9 +128,7 @@ type Manager struct {
 	// nil for a controller that does not run.
 	CloneSetMetrics *cloneset.Metrics
 	RolloutMetrics  *rollout.Metrics
-	// Pods reads the cached Pods, which the cache keeps as podcache
-	// records: a List or Get of Pods through the manager's client or cache
-	// fails.
+	// Pods reads the cached Pods, as both controllers do.
 	Pods *podcache.Stores
 }
 

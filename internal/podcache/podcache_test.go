@@ -6,7 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,8 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// keptPod is a Pod as the cache transform leaves it: metadata, and the
-// fields of spec and status a Record holds, each set.
+// keptPod is a Pod as the cache transform leaves it.
 func keptPod(namespace, name string, owner types.UID, labelSet map[string]string) *corev1.Pod {
 	always := corev1.ContainerRestartPolicyAlways
 	return &corev1.Pod{
@@ -39,23 +37,6 @@ func keptPod(namespace, name string, owner types.UID, labelSet map[string]string
 				Ready: true, Started: ptr.To(true), RestartCount: 1,
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Unix(40, 0)}}}},
 		},
-	}
-}
-
-// A record gives back the Pod it was made from, field for field, and its
-// deep copy (what client-go's cache mutation detector compares) equals it.
-func TestRecordGivesBackThePodItKeeps(t *testing.T) {
-	pod := keptPod("shop", "web-0", "cs-1", map[string]string{"app": "web"})
-	want := pod.DeepCopy()
-	rec := NewRecord(pod)
-	if got := rec.Pod(); !apiequality.Semantic.DeepEqual(got, want) {
-		t.Errorf("Pod() =\n  %+v\nwant\n  %+v", got, want)
-	}
-	if c, ok := rec.DeepCopyObject().(*Record); !ok || !apiequality.Semantic.DeepEqual(c, rec) {
-		t.Errorf("DeepCopyObject() = %+v, want a Record equal to %+v", c, rec)
-	}
-	if kind := rec.GetObjectKind().GroupVersionKind(); !kind.Empty() {
-		t.Errorf("a record names kind %v, want none", kind)
 	}
 }
 
@@ -84,10 +65,10 @@ func TestStoresReadEveryPodInformer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add(shop, NewRecord(keptPod("shop", "web-0", "cs-shop", web)))
-	add(shop, NewRecord(keptPod("shop", "web-1", "cs-shop", web)))
-	add(shop, NewRecord(keptPod("shop", "db-0", "sts-shop", map[string]string{"app": "db"})))
-	add(blog, NewRecord(keptPod("blog", "web-0", "cs-blog", web)))
+	add(shop, (keptPod("shop", "web-0", "cs-shop", web)))
+	add(shop, (keptPod("shop", "web-1", "cs-shop", web)))
+	add(shop, (keptPod("shop", "db-0", "sts-shop", map[string]string{"app": "db"})))
+	add(blog, (keptPod("blog", "web-0", "cs-blog", web)))
 	names := func(pods []*corev1.Pod, err error) []string {
 		t.Helper()
 		if err != nil {

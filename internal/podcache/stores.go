@@ -64,13 +64,16 @@ func byController(obj any) ([]string, error) {
 }
 
 // Controlled returns the cached Pods whose controller has uid (a UID names
-// one object, in one namespace) and that selector matches. The Pods share
-// the cache's maps and slices: see Record.Pod.
+// one object, in one namespace) and that selector matches. They are the
+// cache's own objects: nothing may change them (a write goes to a
+// DeepCopy), and make test-integration runs the manager with client-go's
+// cache mutation detector, which fails on a write into the cache.
 func (s *Stores) Controlled(uid types.UID, selector labels.Selector) ([]*corev1.Pod, error) {
 	return s.read(ControllerIndex, string(uid), selector)
 }
 
-// List returns the cached Pods of namespace that selector matches.
+// List returns the cached Pods of namespace that selector matches, the
+// cache's own objects as Controlled's are.
 func (s *Stores) List(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
 	return s.read(toolscache.NamespaceIndex, namespace, selector)
 }
@@ -88,11 +91,11 @@ func (s *Stores) read(index, key string, selector labels.Selector) ([]*corev1.Po
 			pods = make([]*corev1.Pod, 0, len(objs))
 		}
 		for _, obj := range objs {
-			rec, ok := obj.(*Record)
-			if !ok || !selector.Matches(labels.Set(rec.Labels)) {
+			pod, ok := obj.(*corev1.Pod)
+			if !ok || !selector.Matches(labels.Set(pod.Labels)) {
 				continue
 			}
-			pods = append(pods, rec.Pod())
+			pods = append(pods, pod)
 		}
 	}
 	return pods, nil

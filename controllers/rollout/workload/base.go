@@ -153,7 +153,9 @@ func (b *base) Pods(ctx context.Context, obs Observation) ([]corev1.Pod, error) 
 	pods := make([]corev1.Pod, 0, len(list))
 	for _, pod := range list {
 		if owner := metav1.GetControllerOfNoCopy(pod); owner != nil && owner.UID == obs.UID {
-			pods = append(pods, *pod)
+			// A copy, as the List through the cache gave, so that the
+			// callers own what they get.
+			pods = append(pods, *pod.DeepCopy())
 		}
 	}
 	return pods, nil

@@ -164,13 +164,12 @@ type Clients struct {
 	Writer client.Client
 	// APIReader reads around the cache, for managed fields.
 	APIReader client.Reader
-	// Pods reads the cached Pods, which Reader cannot list (the cache keeps
-	// them as records of its own, see internal/podcache).
+	// Pods reads the cached Pods without copying them (internal/podcache).
 	Pods PodLister
 }
 
 // PodLister lists the cached Pods of a namespace that a selector matches.
-// The Pods share the cache's maps and slices: nothing may change them.
+// They are the cache's own objects: nothing may change them.
 type PodLister interface {
 	List(namespace string, selector labels.Selector) ([]*corev1.Pod, error)
 }
