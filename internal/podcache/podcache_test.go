@@ -98,3 +98,28 @@ func TestStoresReadEveryPodInformer(t *testing.T) {
 		}
 	}
 }
+
+// A Pod is keyed by its controller's UID only: an owner that is not its
+// controller, or no owner, gives no key.
+func TestControllerIndexKeys(t *testing.T) {
+	owned := keptPod("shop", "web-0", "cs-1", nil)
+	merelyOwned := keptPod("shop", "web-1", "cs-1", nil)
+	merelyOwned.OwnerReferences[0].Controller = ptr.To(false)
+	bare := keptPod("shop", "web-2", "", nil)
+	bare.OwnerReferences = nil
+	for _, tt := range []struct {
+		name string
+		obj  any
+		want []string
+	}{
+		{"a Pod is keyed by its controller's UID", owned, []string{"cs-1"}},
+		{"a Pod another object merely owns is no key", merelyOwned, nil},
+		{"a bare Pod has no key", bare, nil},
+		{"what is not an object has no key", "shop/web-3", nil},
+	} {
+		got, err := byController(tt.obj)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: key %v (%v), want %v", tt.name, got, err, tt.want)
+		}
+	}
+}
