@@ -213,14 +213,7 @@ func TestGeneratedClusterRoleIsBoundToTheManager(t *testing.T) {
 
 	// The rendered role is controller-gen's file unchanged: nobody patches
 	// generated RBAC on the way.
-	data, err := os.ReadFile(filepath.Join("rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var onDisk rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict(data, &onDisk); err != nil {
-		t.Fatal(err)
-	}
+	onDisk := generatedClusterRole(t)
 	if fmt.Sprint(role.Rules) != fmt.Sprint(onDisk.Rules) {
 		t.Errorf("rendered ClusterRole rules differ from config/rbac/role.yaml")
 	}
@@ -242,6 +235,20 @@ func TestGeneratedClusterRoleIsBoundToTheManager(t *testing.T) {
 	if got := deploy.Spec.Template.Spec.ServiceAccountName; got != sa.Name {
 		t.Errorf("Deployment runs as ServiceAccount %q, want %q", got, sa.Name)
 	}
+}
+
+// generatedClusterRole is controller-gen's config/rbac/role.yaml.
+func generatedClusterRole(t *testing.T) *rbacv1.ClusterRole {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(data, &role); err != nil {
+		t.Fatal(err)
+	}
+	return &role
 }
 
 func TestLeaderElectionRole(t *testing.T) {

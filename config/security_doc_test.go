@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // TestSecurityDocTablesTheClusterRole: docs/security.md's RBAC table, which
@@ -19,14 +18,7 @@ import (
 // cell names "`group` `resource`", or "`resource`" for the core group,
 // several separated by commas; the verbs cell names the verbs.
 func TestSecurityDocTablesTheClusterRole(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict(data, &role); err != nil {
-		t.Fatal(err)
-	}
+	role := generatedClusterRole(t)
 	documented := documentedGrants(t, filepath.Join("..", "docs", "security.md"))
 	if got := grantsOf(role.Rules); !equalGrants(documented, got) {
 		t.Errorf("docs/security.md's RBAC table grants\n  %v\nconfig/rbac/role.yaml grants\n  %v", documented, got)
