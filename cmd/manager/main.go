@@ -40,7 +40,6 @@ func run() error {
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease; the Pod's namespace when empty.")
 	flag.IntVar(&opts.CloneSetConcurrency, "cloneset-concurrency", manager.DefaultCloneSetConcurrency, "CloneSets reconciled in parallel.")
-	opts.CloneSetGovernedConcurrency = flag.Int("cloneset-governed-concurrency", manager.DefaultCloneSetGovernedConcurrency, "CloneSets a Rollout governs reconciled in parallel beyond --cloneset-concurrency: workers the others never take, so a mass update cannot keep a Rollout waiting; 0 keeps none.")
 	flag.IntVar(&opts.RolloutConcurrency, "rollout-concurrency", manager.DefaultRolloutConcurrency, "Rollouts reconciled in parallel; a query to a slow Prometheus holds one worker for up to its analysis interval (at most 30s).")
 	flag.Func(rollout.AnalysisAddressesFlag, "Prometheus addresses analysis may query, comma-separated or repeated: URL prefixes (https://thanos.example/tenant-a) or hosts (prometheus.monitoring:9090). Unset: any address. See docs/security.md.", func(v string) error {
 		opts.AnalysisAddresses = append(opts.AnalysisAddresses, strings.Split(v, ",")...)

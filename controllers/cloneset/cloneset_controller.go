@@ -21,10 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/internal/podcache"
@@ -48,7 +46,6 @@ type Reconciler struct {
 	engine       *inplace.Engine
 	expectations *expectations
 	statusWrites *statusWrites
-	ungoverned   *ungovernedRounds
 }
 
 // RBAC: only the verbs the code calls. CloneSets, Pods and revisions are
@@ -74,20 +71,14 @@ type Reconciler struct {
 
 // SetupWithManager wires the reconciler: CloneSets, the Pods and
 // ControllerRevisions they own, and the Rollouts that govern them are
-// watched; nothing is polled. Up to workers rounds run at once, and
-// governedWorkers more that only CloneSets a Rollout governs may take
-// (ungovernedRounds).
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers, governedWorkers int) error {
-	if workers < 1 || governedWorkers < 0 {
-		return fmt.Errorf("the CloneSet controller needs at least one worker and no negative number of governed workers (got %d and %d)", workers, governedWorkers)
-	}
+// watched; nothing is polled.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
 	r.engine = inplace.New(inplace.NewControllerRuntimePodClient(r.Client, r.APIReader), r.Clock)
 	r.expectations = newExpectations(r.Clock.Now)
 	r.statusWrites = newStatusWrites()
-	r.ungoverned = newUngovernedRounds(workers)
 	if r.Pods == nil {
 		return errors.New("the CloneSet controller needs the cache's Pod stores (Reconciler.Pods)")
 	}
@@ -102,12 +93,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers, governedWorkers
 			predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// Pods and Rollouts bring a governed CloneSet ahead of the others
 		// (cloneset_priority.go).
-		Watches(&corev1.Pod{}, podEvents(r.governed, r.waits)).
+		Watches(&corev1.Pod{}, podEvents(r.governed)).
 		Owns(&appsv1.ControllerRevision{}).
 		// A Rollout that names a CloneSet governs how far its Pods move.
 		Watches(&stepwisev1.Rollout{}, rolloutEvents(), builder.WithPredicates(governorChanged)).
-		WatchesRawSource(source.Channel(r.ungoverned.wake, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers + governedWorkers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }
 
@@ -119,7 +109,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apierrors.IsNotFound(err) {
 			r.expectations.forget(req.NamespacedName)
 			r.statusWrites.forget(req.NamespacedName)
-			r.ungoverned.forget(req.NamespacedName)
 			r.Metrics.forget(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
@@ -133,21 +122,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	if r.statusWrites.catchUp(cs) {
 		logger.V(1).Info("cache is one status write behind; starting from the status written", "resourceVersion", cs.ResourceVersion)
-	}
-	gov, err := r.governance(ctx, cs)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if gov.rollout == "" {
-		if !r.ungoverned.start(req.NamespacedName) {
-			// Every worker it may use is busy; the round that frees one
-			// wakes it (cloneset_priority.go).
-			logger.V(1).Info("waiting for a worker: the others are kept for CloneSets a Rollout governs")
-			return ctrl.Result{RequeueAfter: ungovernedRetry}, nil
-		}
-		defer r.ungoverned.done()
-	} else {
-		r.ungoverned.forget(req.NamespacedName)
 	}
 	original := cs.DeepCopy()
 	round := &syncRound{cs: cs, now: r.Clock.Now(), isUpdating: r.engine.IsUpdating}
@@ -184,7 +158,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	round.revs = revs
-	round.gov = gov
+	if round.gov, err = r.governance(ctx, cs); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	if ok, waiting := r.expectations.satisfied(req.NamespacedName, round.podsByName); !ok {
 		// The cache is behind our own writes; the watch event that catches

@@ -2,12 +2,10 @@ package cloneset
 
 import (
 	"context"
-	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -35,12 +33,7 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 		return &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "canary", ResourceVersion: rv},
 			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "canary"}}}
 	}
-	// "waiting" is an ungoverned CloneSet whose round waits for a slot,
-	// and "taken" one that waited and is now governed.
-	waitingSets := map[string]bool{"waiting": true, "taken": true}
-	governedSets["taken"] = true
-	waits := func(_ context.Context, key client.ObjectKey) bool { return waitingSets[key.Name] }
-	pods, rollouts := podEvents(governed, waits), rolloutEvents()
+	pods, rollouts := podEvents(governed), rolloutEvents()
 	tests := []struct {
 		name string
 		send func(context.Context, priorityqueue.PriorityQueue[reconcile.Request])
@@ -86,18 +79,6 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 		},
 		want: "fleet", priority: 0,
 	}, {
-		name: "a Pod of an ungoverned CloneSet waiting for a slot: left to its wake",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("waiting", "1"), ObjectNew: cloneSetPod("waiting", "2")}, q)
-			pods.Delete(ctx, event.DeleteEvent{Object: cloneSetPod("waiting", "2")}, q)
-		},
-	}, {
-		name: "a Pod of a CloneSet that waited and is governed now",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("taken", "1"), ObjectNew: cloneSetPod("taken", "2")}, q)
-		},
-		want: "taken", priority: governedPriority,
-	}, {
 		name: "a Pod of another controller",
 		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
 			pods.Update(ctx, event.UpdateEvent{ObjectOld: podOf("ReplicaSet", "apps/v1", "canary", "1"), ObjectNew: podOf("ReplicaSet", "apps/v1", "canary", "2")}, q)
@@ -138,7 +119,7 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 func TestGovernedCloneSetOvertakesTheQueue(t *testing.T) {
 	q := priorityqueue.New[reconcile.Request]("test")
 	defer q.ShutDown()
-	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name == "canary" }, func(context.Context, client.ObjectKey) bool { return false })
+	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name == "canary" })
 	ctx := context.Background()
 	for _, owner := range []string{"fleet-a", "fleet-b", "canary"} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-0", ResourceVersion: "2",
@@ -155,72 +136,5 @@ func TestGovernedCloneSetOvertakesTheQueue(t *testing.T) {
 	}
 	if order[0] != "canary" || order[1] != "fleet-a" || order[2] != "fleet-b" {
 		t.Fatalf("order %v, want canary first, then the others as they came", order)
-	}
-}
-
-// TestUngovernedRoundsKeepWorkersForGovernedCloneSets: at most max rounds
-// of ungoverned CloneSets run at once; a refused key waits once however
-// often it is refused, and each round that ends wakes the key that has
-// waited longest, as a CloneSet event on the wake channel.
-func TestUngovernedRoundsKeepWorkersForGovernedCloneSets(t *testing.T) {
-	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
-	woken := func(u *ungovernedRounds) []string {
-		var names []string
-		for {
-			select {
-			case e := <-u.wake:
-				names = append(names, e.Object.GetNamespace()+"/"+e.Object.GetName())
-			default:
-				return names
-			}
-		}
-	}
-	u := newUngovernedRounds(2)
-	if !u.start(key("a")) || !u.start(key("b")) {
-		t.Fatal("the first two rounds were refused, want both to start")
-	}
-	for _, name := range []string{"c", "d", "c"} {
-		if u.start(key(name)) {
-			t.Fatalf("round of %s started with both slots taken", name)
-		}
-	}
-	if !u.waits(key("c")) || !u.waits(key("d")) || u.waits(key("a")) {
-		t.Fatalf("waiting: c %v, d %v, a %v; want c and d only", u.waits(key("c")), u.waits(key("d")), u.waits(key("a")))
-	}
-	u.done()
-	if got := woken(u); !slices.Equal(got, []string{"ns/c"}) {
-		t.Fatalf("woken %v, want ns/c (waited longest, once)", got)
-	}
-	if u.waits(key("c")) {
-		t.Fatal("c still waits after its wake")
-	}
-	if !u.start(key("c")) {
-		t.Fatal("the woken round was refused the slot it was woken for")
-	}
-	u.forget(key("d"))
-	u.done()
-	u.done()
-	if got := woken(u); len(got) != 0 {
-		t.Fatalf("woken %v, want none: d was forgotten", got)
-	}
-	if !u.start(key("e")) || !u.start(key("f")) || u.start(key("g")) {
-		t.Fatal("after every round ended, want two slots free again and no third")
-	}
-}
-
-// TestUngovernedRoundsLeaveAFullWakeChannelToTheRequeue: a wake that finds
-// the channel full is not lost: the key keeps waiting, and the next round
-// to end wakes it.
-func TestUngovernedRoundsLeaveAFullWakeChannelToTheRequeue(t *testing.T) {
-	u := newUngovernedRounds(1)
-	for range ungovernedWakeBuffer {
-		u.wake <- event.GenericEvent{Object: &stepwisev1.CloneSet{}}
-	}
-	key := types.NamespacedName{Namespace: "ns", Name: "late"}
-	u.start(types.NamespacedName{Namespace: "ns", Name: "first"})
-	u.start(key)
-	u.done()
-	if !u.waits(key) {
-		t.Fatal("the key was dropped with the channel full, want it still waiting")
 	}
 }

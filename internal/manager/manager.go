@@ -59,10 +59,7 @@ const (
 	// kubelet kills the manager before the Lease is released.
 	GracefulShutdownTimeout    = 5 * time.Second
 	DefaultCloneSetConcurrency = 4
-	// DefaultCloneSetGovernedConcurrency is the workers kept for CloneSets
-	// a Rollout governs, on top of DefaultCloneSetConcurrency.
-	DefaultCloneSetGovernedConcurrency = 4
-	DefaultRolloutConcurrency          = rollout.DefaultConcurrency
+	DefaultRolloutConcurrency  = rollout.DefaultConcurrency
 )
 
 // Options configure New. The zero value is the shipped setup with every
@@ -86,10 +83,6 @@ type Options struct {
 	// parallel; 0 takes the defaults.
 	CloneSetConcurrency int
 	RolloutConcurrency  int
-	// CloneSetGovernedConcurrency is the CloneSet reconciles run in
-	// parallel beyond CloneSetConcurrency, by workers only CloneSets a
-	// Rollout governs take; nil takes the default, 0 keeps none.
-	CloneSetGovernedConcurrency *int
 	// Controllers names the controllers to run (CloneSetController,
 	// RolloutController); empty runs all.
 	Controllers []string
@@ -228,7 +221,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			Metrics:   m.CloneSetMetrics,
 			Clock:     opts.Clock,
 			Pods:      pods,
-		}).SetupWithManager(mgr, orDefault(opts.CloneSetConcurrency, DefaultCloneSetConcurrency), ptr.Deref(opts.CloneSetGovernedConcurrency, DefaultCloneSetGovernedConcurrency)); err != nil {
+		}).SetupWithManager(mgr, orDefault(opts.CloneSetConcurrency, DefaultCloneSetConcurrency)); err != nil {
 			return nil, fmt.Errorf("setting up CloneSet controller: %w", err)
 		}
 	}
