@@ -239,16 +239,21 @@ func TestGeneratedClusterRoleIsBoundToTheManager(t *testing.T) {
 
 // generatedClusterRole is controller-gen's config/rbac/role.yaml.
 func generatedClusterRole(t *testing.T) *rbacv1.ClusterRole {
+	return readYAML[rbacv1.ClusterRole](t, filepath.Join("rbac", "role.yaml"))
+}
+
+// readYAML decodes the one object of a YAML file, refusing unknown fields.
+func readYAML[T any](t *testing.T, path string) *T {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("rbac", "role.yaml"))
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var role rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict(data, &role); err != nil {
-		t.Fatal(err)
+	var obj T
+	if err := yaml.UnmarshalStrict(data, &obj); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
-	return &role
+	return &obj
 }
 
 func TestLeaderElectionRole(t *testing.T) {
@@ -756,14 +761,7 @@ var healthScripts = map[string]string{
 // The ConfigMap patch carries copies of the scripts (argocd-cm has no way
 // to point at a file): they must not drift from the files tested below.
 func TestArgoCDPatchEmbedsTheScripts(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("argocd", "argocd-cm-patch.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm corev1.ConfigMap
-	if err := yaml.UnmarshalStrict(data, &cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := readYAML[corev1.ConfigMap](t, filepath.Join("argocd", "argocd-cm-patch.yaml"))
 	if cm.Kind != "ConfigMap" || cm.Name != "argocd-cm" || cm.Namespace != "argocd" {
 		t.Errorf("patch targets %s %s/%s, want ConfigMap argocd/argocd-cm", cm.Kind, cm.Namespace, cm.Name)
 	}
