@@ -371,17 +371,17 @@ func waitScale(b *testing.B, ctx context.Context, c client.Client, what string, 
 }
 
 // cloneSetsLeft counts the CloneSets not all updated and ready, and the
-// Pods updated and ready.
+// Pods updated and ready (compare.UpdateProgress).
 func cloneSetsLeft(items []stepwisev1.CloneSet) (left int, updatedReady int32) {
+	counts := make([]compare.CloneSetCounts, 0, len(items))
 	for _, cs := range items {
-		updatedReady += cs.Status.UpdatedReadyReplicas
-		n := ptr.Deref(cs.Spec.Replicas, 0)
-		if cs.Status.ObservedGeneration != cs.Generation || cs.Status.UpdatedReadyReplicas != n || cs.Status.ReadyReplicas != n ||
-			cs.Status.CurrentRevision != cs.Status.UpdateRevision {
-			left++
-		}
+		counts = append(counts, compare.CloneSetCounts{
+			Generation: cs.Generation, ObservedGeneration: cs.Status.ObservedGeneration,
+			Replicas: ptr.Deref(cs.Spec.Replicas, 0), Ready: cs.Status.ReadyReplicas, UpdatedReady: cs.Status.UpdatedReadyReplicas,
+			CurrentRevision: cs.Status.CurrentRevision, UpdateRevision: cs.Status.UpdateRevision,
+		})
 	}
-	return left, updatedReady
+	return compare.UpdateProgress(counts)
 }
 
 // stepTracker times, from the benchmark's watches, each small CloneSet's

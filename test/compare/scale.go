@@ -207,3 +207,29 @@ func GoMemoryAtPeak(samples []Sample, rssKey string) (m GoMemory, ok bool) {
 	m.Other = v["go_total"] - v["go_heap_released"] - m.HeapObjects - m.HeapFree - m.HeapUnused
 	return m, true
 }
+
+// CloneSetCounts is what one CloneSet's object says of its update.
+type CloneSetCounts struct {
+	Generation, ObservedGeneration  int64
+	Replicas, Ready, UpdatedReady   int32
+	CurrentRevision, UpdateRevision string
+}
+
+// UpdateProgress counts the CloneSets not yet all updated and ready, and
+// their Pods updated and ready. A status that has not observed the latest
+// generation counts none of its Pods: right after an image patch it still
+// counts the old revision's Pods as updated and ready (a full-size run's
+// first sample read 3000 of 10,000 big Pods done that way).
+func UpdateProgress(sets []CloneSetCounts) (left int, updatedReady int32) {
+	for _, cs := range sets {
+		if cs.ObservedGeneration != cs.Generation {
+			left++
+			continue
+		}
+		updatedReady += cs.UpdatedReady
+		if cs.UpdatedReady != cs.Replicas || cs.Ready != cs.Replicas || cs.CurrentRevision != cs.UpdateRevision {
+			left++
+		}
+	}
+	return left, updatedReady
+}

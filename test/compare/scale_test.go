@@ -161,3 +161,33 @@ func TestGoMemoryAtPeak(t *testing.T) {
 		t.Error("found the runtime's memory in samples without its series")
 	}
 }
+
+func TestUpdateProgress(t *testing.T) {
+	done := CloneSetCounts{Generation: 2, ObservedGeneration: 2, Replicas: 10, Ready: 10, UpdatedReady: 10, CurrentRevision: "v2", UpdateRevision: "v2"}
+	stale := done // the image patched, the status not yet written since
+	stale.Generation = 3
+	moving := done
+	moving.UpdatedReady, moving.Ready, moving.UpdateRevision = 4, 9, "v3"
+	readyNotCurrent := done
+	readyNotCurrent.CurrentRevision = "v1"
+	cases := []struct {
+		name             string
+		in               []CloneSetCounts
+		wantLeft         int
+		wantUpdatedReady int32
+	}{
+		{name: "none", wantLeft: 0, wantUpdatedReady: 0},
+		{name: "done", in: []CloneSetCounts{done}, wantLeft: 0, wantUpdatedReady: 10},
+		{name: "a stale status counts no Pod", in: []CloneSetCounts{stale, done}, wantLeft: 1, wantUpdatedReady: 10},
+		{name: "moving", in: []CloneSetCounts{moving, done}, wantLeft: 1, wantUpdatedReady: 14},
+		{name: "all ready but the current revision behind", in: []CloneSetCounts{readyNotCurrent}, wantLeft: 1, wantUpdatedReady: 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			left, ready := UpdateProgress(tc.in)
+			if left != tc.wantLeft || ready != tc.wantUpdatedReady {
+				t.Errorf("UpdateProgress = %d left, %d updated and ready; want %d, %d", left, ready, tc.wantLeft, tc.wantUpdatedReady)
+			}
+		})
+	}
+}
