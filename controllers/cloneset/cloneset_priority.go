@@ -3,6 +3,7 @@ package cloneset
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
@@ -30,6 +31,15 @@ import (
 // 0.2/0.9 s with it.
 const governedPriority = 10
 
+// gatePriority goes ahead of governedPriority: a governed CloneSet one of
+// whose Pods just turned ready. That is the event its Rollout's gate waits
+// on (updatedReadyReplicas), while most of a governed CloneSet's Pod events
+// are steps on the way there (its own writes coming back, a container
+// restarting) that change no count the Rollout reads. During a mass update
+// the governed keys queue too (50-200 of them at 10,000 Pods), and a key
+// whose Pod is ready waited behind all of them.
+const gatePriority = 20
+
 var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
 
 // podEvents enqueues the CloneSet that controls a Pod, as Owns would, at
@@ -39,33 +49,54 @@ var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
 func podEvents(governed func(context.Context, client.ObjectKey) bool) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, !e.IsInInitialList, governed)
+			enqueueController(ctx, e.Object, q, raiseIf(!e.IsInInitialList, governedPriority), governed)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			changed := e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
-			enqueueController(ctx, e.ObjectNew, q, changed, governed)
+			enqueueController(ctx, e.ObjectNew, q, raiseIf(changed, updatePriority(e.ObjectOld, e.ObjectNew)), governed)
 			// A Pod's controller hardly ever changes; when it does (orphaned,
 			// adopted), the one it left must look too.
 			if old := metav1.GetControllerOfNoCopy(e.ObjectOld); old != nil && !sameController(old, metav1.GetControllerOfNoCopy(e.ObjectNew)) {
-				enqueueController(ctx, e.ObjectOld, q, false, governed)
+				enqueueController(ctx, e.ObjectOld, q, 0, governed)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, true, governed)
+			enqueueController(ctx, e.Object, q, governedPriority, governed)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, false, governed)
+			enqueueController(ctx, e.Object, q, 0, governed)
 		},
 	}
+}
+
+// raiseIf is priority when the event is news (not the initial list or a
+// resync), else 0: no raise.
+func raiseIf(news bool, priority int) int {
+	if !news {
+		return 0
+	}
+	return priority
+}
+
+// updatePriority is the priority a governed CloneSet's Pod update earns:
+// gatePriority when the Pod turned ready.
+func updatePriority(oldObj, newObj client.Object) int {
+	oldPod, okOld := oldObj.(*corev1.Pod)
+	newPod, okNew := newObj.(*corev1.Pod)
+	if okOld && okNew && !podReady(oldPod) && podReady(newPod) {
+		return gatePriority
+	}
+	return governedPriority
 }
 
 func sameController(a, b *metav1.OwnerReference) bool {
 	return b != nil && a.UID == b.UID
 }
 
-// enqueueController adds obj's controlling CloneSet, if any. The queue
-// keeps one entry per key, at the highest priority it was added with.
-func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], mayRaise bool, governed func(context.Context, client.ObjectKey) bool) {
+// enqueueController adds obj's controlling CloneSet, if any, at priority
+// when a Rollout governs it (0: the queue's default). The queue keeps one
+// entry per key, at the highest priority it was added with.
+func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], priority int, governed func(context.Context, client.ObjectKey) bool) {
 	owner := metav1.GetControllerOfNoCopy(obj)
 	if owner == nil || owner.Kind != cloneSetGroupKind.Kind {
 		return
@@ -74,7 +105,10 @@ func enqueueController(ctx context.Context, obj client.Object, q workqueue.Typed
 		return
 	}
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}}
-	add(q, req, mayRaise && governed(ctx, req.NamespacedName))
+	if priority != 0 && !governed(ctx, req.NamespacedName) {
+		priority = 0
+	}
+	add(q, req, priority)
 }
 
 // rolloutEvents enqueues the CloneSet a Rollout names when its grant or
@@ -83,7 +117,7 @@ func enqueueController(ctx context.Context, obj client.Object, q workqueue.Typed
 func rolloutEvents() handler.EventHandler {
 	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], raise bool) {
 		for _, req := range cloneSetOf(context.Background(), obj) {
-			add(q, req, raise)
+			add(q, req, raiseIf(raise, governedPriority))
 		}
 	}
 	return handler.Funcs{
@@ -99,15 +133,14 @@ func rolloutEvents() handler.EventHandler {
 	}
 }
 
-// add queues req, at governedPriority when raise and the queue has
+// add queues req at priority when it is not 0 and the queue has
 // priorities; otherwise at the priority the queue gives by default.
-func add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, raise bool) {
+func add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, priority int) {
 	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
-	if !ok || !raise {
+	if !ok || priority == 0 {
 		q.Add(req)
 		return
 	}
-	priority := governedPriority
 	pq.AddWithOpts(priorityqueue.AddOpts{Priority: &priority}, req)
 }
 

@@ -29,6 +29,9 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 	cloneSetPod := func(owner, rv string) *corev1.Pod {
 		return podOf("CloneSet", stepwisev1.GroupVersion.String(), owner, rv)
 	}
+	readyPod := func(owner, rv string) *corev1.Pod {
+		return withReadiness(cloneSetPod(owner, rv), corev1.ConditionTrue, corev1.ConditionTrue)
+	}
 	rollout := func(rv string) *stepwisev1.Rollout {
 		return &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "canary", ResourceVersion: rv},
 			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "canary"}}}
@@ -46,6 +49,47 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("canary", "1"), ObjectNew: cloneSetPod("canary", "2")}, q)
 		},
 		want: "canary", priority: governedPriority,
+	}, {
+		name: "a governed CloneSet's Pod turned ready",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			unready := withReadiness(cloneSetPod("canary", "1"), corev1.ConditionTrue, corev1.ConditionFalse)
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: unready, ObjectNew: readyPod("canary", "2")}, q)
+		},
+		want: "canary", priority: gatePriority,
+	}, {
+		name: "a governed CloneSet's Pod turned ready through its own gate",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			gateFalse := withReadiness(cloneSetPod("canary", "1"), corev1.ConditionFalse, corev1.ConditionTrue)
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: gateFalse, ObjectNew: readyPod("canary", "2")}, q)
+		},
+		want: "canary", priority: gatePriority,
+	}, {
+		name: "a governed CloneSet's ready Pod changed otherwise",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: readyPod("canary", "1"), ObjectNew: readyPod("canary", "2")}, q)
+		},
+		want: "canary", priority: governedPriority,
+	}, {
+		name: "a governed CloneSet's Pod left ready",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			unready := withReadiness(cloneSetPod("canary", "2"), corev1.ConditionTrue, corev1.ConditionFalse)
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: readyPod("canary", "1"), ObjectNew: unready}, q)
+		},
+		want: "canary", priority: governedPriority,
+	}, {
+		name: "a resync of a governed CloneSet's ready Pod",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			unready := withReadiness(cloneSetPod("canary", "2"), corev1.ConditionTrue, corev1.ConditionFalse)
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: unready, ObjectNew: readyPod("canary", "2")}, q)
+		},
+		want: "canary", priority: handler.LowPriority,
+	}, {
+		name: "an ungoverned CloneSet's Pod turned ready",
+		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			unready := withReadiness(cloneSetPod("fleet", "1"), corev1.ConditionTrue, corev1.ConditionFalse)
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: unready, ObjectNew: readyPod("fleet", "2")}, q)
+		},
+		want: "fleet", priority: 0,
 	}, {
 		name: "an ungoverned CloneSet's Pod changed",
 		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
@@ -111,6 +155,47 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 				t.Fatalf("got %v at priority %d, want ns/%s at %d", got, priority, tt.want, tt.priority)
 			}
 		})
+	}
+}
+
+// withReadiness gives pod a Running phase, the InPlaceUpdateReady
+// condition gate and kubelet's Ready condition ready.
+func withReadiness(pod *corev1.Pod, gate, ready corev1.ConditionStatus) *corev1.Pod {
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodConditionType(stepwisev1.InPlaceUpdateReady), Status: gate},
+		{Type: corev1.PodReady, Status: ready},
+	}
+	return pod
+}
+
+// TestReadyCanaryOvertakesGovernedKeys: among governed CloneSets queued for
+// their Pods' other events, the one whose Pod turned ready is the next out,
+// even when its key was queued last and was already in the queue.
+func TestReadyCanaryOvertakesGovernedKeys(t *testing.T) {
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	pods := podEvents(func(context.Context, client.ObjectKey) bool { return true })
+	ctx := context.Background()
+	update := func(owner, fromRV string, from, to corev1.ConditionStatus) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-0", ResourceVersion: fromRV,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: owner, Controller: ptr.To(true)}}}}
+		old := withReadiness(pod.DeepCopy(), corev1.ConditionTrue, from)
+		pod.ResourceVersion += "1"
+		pods.Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: withReadiness(pod, corev1.ConditionTrue, to)}, q)
+	}
+	update("restarting-a", "1", corev1.ConditionFalse, corev1.ConditionFalse)
+	update("ready", "1", corev1.ConditionFalse, corev1.ConditionFalse)
+	update("restarting-b", "1", corev1.ConditionFalse, corev1.ConditionFalse)
+	update("ready", "2", corev1.ConditionFalse, corev1.ConditionTrue)
+	var order []string
+	for range 3 {
+		req, _, _ := q.GetWithPriority()
+		order = append(order, req.Name)
+		q.Done(req)
+	}
+	if order[0] != "ready" || order[1] != "restarting-a" || order[2] != "restarting-b" {
+		t.Fatalf("order %v, want ready first, then the others as they came", order)
 	}
 }
 
