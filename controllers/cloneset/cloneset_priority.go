@@ -38,6 +38,10 @@ const governedPriority = 10
 // restarting) that change no count the Rollout reads. During a mass update
 // the governed keys queue too (50-200 of them at 10,000 Pods), and a key
 // whose Pod is ready waited behind all of them.
+//
+// Measured (docs/benchmarks.md, tenth pass; bench-scale at 10,800 Pods,
+// three runs each in turns): gate reaction p99 0.93-1.06 s with this,
+// 1.72-2.15 s without; the mass update 12-37 s slower in each pair.
 const gatePriority = 20
 
 var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
