@@ -37,6 +37,15 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "canary"}}}
 	}
 	pods, rollouts := podEvents(governed), rolloutEvents()
+	// podUpdate sends the update of a Pod from before to after.
+	podUpdate := func(before, after *corev1.Pod) func(context.Context, priorityqueue.PriorityQueue[reconcile.Request]) {
+		return func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
+			pods.Update(ctx, event.UpdateEvent{ObjectOld: before, ObjectNew: after}, q)
+		}
+	}
+	unreadyPod := func(owner, rv string) *corev1.Pod {
+		return withReadiness(cloneSetPod(owner, rv), corev1.ConditionTrue, corev1.ConditionFalse)
+	}
 	tests := []struct {
 		name string
 		send func(context.Context, priorityqueue.PriorityQueue[reconcile.Request])
@@ -45,62 +54,39 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 		priority int
 	}{{
 		name: "a governed CloneSet's Pod changed",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("canary", "1"), ObjectNew: cloneSetPod("canary", "2")}, q)
-		},
+		send: podUpdate(cloneSetPod("canary", "1"), cloneSetPod("canary", "2")),
 		want: "canary", priority: governedPriority,
 	}, {
 		name: "a governed CloneSet's Pod turned ready",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			unready := withReadiness(cloneSetPod("canary", "1"), corev1.ConditionTrue, corev1.ConditionFalse)
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: unready, ObjectNew: readyPod("canary", "2")}, q)
-		},
+		send: podUpdate(unreadyPod("canary", "1"), readyPod("canary", "2")),
 		want: "canary", priority: gatePriority,
 	}, {
 		name: "a governed CloneSet's Pod turned ready through its own gate",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			gateFalse := withReadiness(cloneSetPod("canary", "1"), corev1.ConditionFalse, corev1.ConditionTrue)
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: gateFalse, ObjectNew: readyPod("canary", "2")}, q)
-		},
+		send: podUpdate(withReadiness(cloneSetPod("canary", "1"), corev1.ConditionFalse, corev1.ConditionTrue), readyPod("canary", "2")),
 		want: "canary", priority: gatePriority,
 	}, {
 		name: "a governed CloneSet's ready Pod changed otherwise",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: readyPod("canary", "1"), ObjectNew: readyPod("canary", "2")}, q)
-		},
+		send: podUpdate(readyPod("canary", "1"), readyPod("canary", "2")),
 		want: "canary", priority: governedPriority,
 	}, {
 		name: "a governed CloneSet's Pod left ready",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			unready := withReadiness(cloneSetPod("canary", "2"), corev1.ConditionTrue, corev1.ConditionFalse)
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: readyPod("canary", "1"), ObjectNew: unready}, q)
-		},
+		send: podUpdate(readyPod("canary", "1"), unreadyPod("canary", "2")),
 		want: "canary", priority: governedPriority,
 	}, {
 		name: "a resync of a governed CloneSet's ready Pod",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			unready := withReadiness(cloneSetPod("canary", "2"), corev1.ConditionTrue, corev1.ConditionFalse)
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: unready, ObjectNew: readyPod("canary", "2")}, q)
-		},
+		send: podUpdate(unreadyPod("canary", "2"), readyPod("canary", "2")),
 		want: "canary", priority: handler.LowPriority,
 	}, {
 		name: "an ungoverned CloneSet's Pod turned ready",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			unready := withReadiness(cloneSetPod("fleet", "1"), corev1.ConditionTrue, corev1.ConditionFalse)
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: unready, ObjectNew: readyPod("fleet", "2")}, q)
-		},
+		send: podUpdate(unreadyPod("fleet", "1"), readyPod("fleet", "2")),
 		want: "fleet", priority: 0,
 	}, {
 		name: "an ungoverned CloneSet's Pod changed",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("fleet", "1"), ObjectNew: cloneSetPod("fleet", "2")}, q)
-		},
+		send: podUpdate(cloneSetPod("fleet", "1"), cloneSetPod("fleet", "2")),
 		want: "fleet", priority: 0,
 	}, {
 		name: "a resync of a governed CloneSet's Pod",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod("canary", "2"), ObjectNew: cloneSetPod("canary", "2")}, q)
-		},
+		send: podUpdate(cloneSetPod("canary", "2"), cloneSetPod("canary", "2")),
 		want: "canary", priority: handler.LowPriority,
 	}, {
 		name: "a governed CloneSet's Pod in the initial list",
@@ -124,9 +110,7 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 		want: "fleet", priority: 0,
 	}, {
 		name: "a Pod of another controller",
-		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
-			pods.Update(ctx, event.UpdateEvent{ObjectOld: podOf("ReplicaSet", "apps/v1", "canary", "1"), ObjectNew: podOf("ReplicaSet", "apps/v1", "canary", "2")}, q)
-		},
+		send: podUpdate(podOf("ReplicaSet", "apps/v1", "canary", "1"), podOf("ReplicaSet", "apps/v1", "canary", "2")),
 	}, {
 		name: "an OpenKruise CloneSet's Pod",
 		send: func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
