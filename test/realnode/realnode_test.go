@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -123,19 +124,21 @@ func testInPlaceImageUpdate(t *testing.T, b *bed) {
 	g.Expect(before).To(gomega.HaveLen(2))
 
 	tl := b.watchTimeline(t, ns)
-	// Let the watch see the current state (ready in the Service) first.
-	g.Eventually(func() int { return len(tl.sorted()) }, 10*time.Second, 50*time.Millisecond).Should(gomega.BeNumerically(">=", 3))
-	b.mutate(t, ns, name, func(cs *stepwisev1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = DemoImage + ":v2" })
-	b.waitSettled(t, ns, name, 2, 2*time.Minute)
-	// The EndpointSlice catches up with the last Pod shortly after.
-	g.Eventually(func(g gomega.Gomega) {
+	// allInService: the watch shows every Pod a ready endpoint. The
+	// EndpointSlice follows the Pods' readiness a little after the
+	// CloneSet's status does, before the patch as after it.
+	allInService := func(g gomega.Gomega) {
 		recs := tl.sorted()
 		for _, p := range before {
 			states := inService(recs, p.Status.PodIP)
 			g.Expect(states).NotTo(gomega.BeEmpty())
-			g.Expect(states[len(states)-1].ready).To(gomega.BeTrue(), "Pod %s back in the Service", p.Name)
+			g.Expect(states[len(states)-1].ready).To(gomega.BeTrue(), "Pod %s in the Service", p.Name)
 		}
-	}, 30*time.Second, 200*time.Millisecond).Should(gomega.Succeed())
+	}
+	g.Eventually(allInService, 30*time.Second, 50*time.Millisecond).Should(gomega.Succeed())
+	b.mutate(t, ns, name, func(cs *stepwisev1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = DemoImage + ":v2" })
+	b.waitSettled(t, ns, name, 2, 2*time.Minute)
+	g.Eventually(allInService, 30*time.Second, 200*time.Millisecond).Should(gomega.Succeed())
 	tl.stop()
 	recs := tl.sorted()
 
@@ -164,9 +167,9 @@ func testInPlaceImageUpdate(t *testing.T, b *bed) {
 }
 
 // assertDrainedAroundPatch checks, in revision order, that the Pod was a
-// ready endpoint at first, was not one at the write that put the new image
-// into its spec, and stayed out until the write that reported the new
-// container ready.
+// ready endpoint before its image patch, was not one at the write that put
+// the new image into its spec, and stayed out until the write that reported
+// the new container ready.
 func assertDrainedAroundPatch(t *testing.T, recs []record, pod, ip string) {
 	t.Helper()
 	var patchRV, readyRV int64
@@ -188,8 +191,8 @@ func assertDrainedAroundPatch(t *testing.T, recs []record, pod, ip string) {
 		t.Fatalf("Pod %s: image patch at revision %d, new container ready at %d: not both seen", pod, patchRV, readyRV)
 	}
 	states := inService(recs, ip)
-	if len(states) == 0 || !states[0].ready {
-		t.Fatalf("Pod %s was not a ready endpoint when the watch began: %+v", pod, states)
+	if !slices.ContainsFunc(states, func(s serviceState) bool { return s.ready && s.rv < patchRV }) {
+		t.Fatalf("Pod %s was never a ready endpoint before its image patch (revision %d): %+v", pod, patchRV, states)
 	}
 	for _, s := range states {
 		if s.rv < patchRV {
