@@ -2,6 +2,7 @@ package cloneset
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,16 +23,6 @@ import (
 func TestGovernedCloneSetsGoFirst(t *testing.T) {
 	governedSets := map[string]bool{"canary": true}
 	governed := func(_ context.Context, key client.ObjectKey) bool { return governedSets[key.Name] }
-	podOf := func(kind, apiVersion, owner, rv string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-0", ResourceVersion: rv,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: owner, Controller: ptr.To(true)}}}}
-	}
-	cloneSetPod := func(owner, rv string) *corev1.Pod {
-		return podOf("CloneSet", stepwisev1.GroupVersion.String(), owner, rv)
-	}
-	readyPod := func(owner, rv string) *corev1.Pod {
-		return withReadiness(cloneSetPod(owner, rv), corev1.ConditionTrue, corev1.ConditionTrue)
-	}
 	rollout := func(rv string) *stepwisev1.Rollout {
 		return &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "canary", ResourceVersion: rv},
 			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "canary"}}}
@@ -42,9 +33,6 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 		return func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
 			pods.Update(ctx, event.UpdateEvent{ObjectOld: before, ObjectNew: after}, q)
 		}
-	}
-	unreadyPod := func(owner, rv string) *corev1.Pod {
-		return withReadiness(cloneSetPod(owner, rv), corev1.ConditionTrue, corev1.ConditionFalse)
 	}
 	tests := []struct {
 		name string
@@ -142,17 +130,6 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 	}
 }
 
-// withReadiness gives pod a Running phase, the InPlaceUpdateReady
-// condition gate and kubelet's Ready condition ready.
-func withReadiness(pod *corev1.Pod, gate, ready corev1.ConditionStatus) *corev1.Pod {
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.Conditions = []corev1.PodCondition{
-		{Type: corev1.PodConditionType(stepwisev1.InPlaceUpdateReady), Status: gate},
-		{Type: corev1.PodReady, Status: ready},
-	}
-	return pod
-}
-
 // TestReadyCanaryOvertakesGovernedKeys: among governed CloneSets queued for
 // their Pods' other events, the one whose Pod turned ready is the next out,
 // even when its key was queued last and was already in the queue.
@@ -161,24 +138,14 @@ func TestReadyCanaryOvertakesGovernedKeys(t *testing.T) {
 	defer q.ShutDown()
 	pods := podEvents(func(context.Context, client.ObjectKey) bool { return true })
 	ctx := context.Background()
-	update := func(owner, fromRV string, from, to corev1.ConditionStatus) {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-0", ResourceVersion: fromRV,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: owner, Controller: ptr.To(true)}}}}
-		old := withReadiness(pod.DeepCopy(), corev1.ConditionTrue, from)
-		pod.ResourceVersion += "1"
-		pods.Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: withReadiness(pod, corev1.ConditionTrue, to)}, q)
+	update := func(before, after *corev1.Pod) {
+		pods.Update(ctx, event.UpdateEvent{ObjectOld: before, ObjectNew: after}, q)
 	}
-	update("restarting-a", "1", corev1.ConditionFalse, corev1.ConditionFalse)
-	update("ready", "1", corev1.ConditionFalse, corev1.ConditionFalse)
-	update("restarting-b", "1", corev1.ConditionFalse, corev1.ConditionFalse)
-	update("ready", "2", corev1.ConditionFalse, corev1.ConditionTrue)
-	var order []string
-	for range 3 {
-		req, _, _ := q.GetWithPriority()
-		order = append(order, req.Name)
-		q.Done(req)
-	}
-	if order[0] != "ready" || order[1] != "restarting-a" || order[2] != "restarting-b" {
+	update(unreadyPod("restarting-a", "1"), unreadyPod("restarting-a", "2"))
+	update(unreadyPod("ready", "1"), unreadyPod("ready", "2"))
+	update(unreadyPod("restarting-b", "1"), unreadyPod("restarting-b", "2"))
+	update(unreadyPod("ready", "2"), readyPod("ready", "3"))
+	if order := drain(q, 3); !slices.Equal(order, []string{"ready", "restarting-a", "restarting-b"}) {
 		t.Fatalf("order %v, want ready first, then the others as they came", order)
 	}
 }
@@ -191,19 +158,53 @@ func TestGovernedCloneSetOvertakesTheQueue(t *testing.T) {
 	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name == "canary" })
 	ctx := context.Background()
 	for _, owner := range []string{"fleet-a", "fleet-b", "canary"} {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-0", ResourceVersion: "2",
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: owner, Controller: ptr.To(true)}}}}
-		old := pod.DeepCopy()
-		old.ResourceVersion = "1"
-		pods.Update(ctx, event.UpdateEvent{ObjectOld: old, ObjectNew: pod}, q)
+		pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod(owner, "1"), ObjectNew: cloneSetPod(owner, "2")}, q)
 	}
+	if order := drain(q, 3); !slices.Equal(order, []string{"canary", "fleet-a", "fleet-b"}) {
+		t.Fatalf("order %v, want canary first, then the others as they came", order)
+	}
+}
+
+// podOf is a Pod in namespace ns that owner, of kind at apiVersion,
+// controls.
+func podOf(kind, apiVersion, owner, rv string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner + "-0", ResourceVersion: rv,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: owner, Controller: ptr.To(true)}}}}
+}
+
+// cloneSetPod is a Pod that a Stepwise CloneSet named owner controls.
+func cloneSetPod(owner, rv string) *corev1.Pod {
+	return podOf("CloneSet", stepwisev1.GroupVersion.String(), owner, rv)
+}
+
+// readyPod and unreadyPod are cloneSetPod Running, its InPlaceUpdateReady
+// gate True, and kubelet's Ready condition True or False.
+func readyPod(owner, rv string) *corev1.Pod {
+	return withReadiness(cloneSetPod(owner, rv), corev1.ConditionTrue, corev1.ConditionTrue)
+}
+
+func unreadyPod(owner, rv string) *corev1.Pod {
+	return withReadiness(cloneSetPod(owner, rv), corev1.ConditionTrue, corev1.ConditionFalse)
+}
+
+// withReadiness gives pod a Running phase and the given InPlaceUpdateReady
+// and Ready conditions.
+func withReadiness(pod *corev1.Pod, gate, ready corev1.ConditionStatus) *corev1.Pod {
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodConditionType(stepwisev1.InPlaceUpdateReady), Status: gate},
+		{Type: corev1.PodReady, Status: ready},
+	}
+	return pod
+}
+
+// drain takes n keys out of q, in the order it gives them.
+func drain(q priorityqueue.PriorityQueue[reconcile.Request], n int) []string {
 	var order []string
-	for range 3 {
+	for range n {
 		req, _, _ := q.GetWithPriority()
 		order = append(order, req.Name)
 		q.Done(req)
 	}
-	if order[0] != "canary" || order[1] != "fleet-a" || order[2] != "fleet-b" {
-		t.Fatalf("order %v, want canary first, then the others as they came", order)
-	}
+	return order
 }
