@@ -80,9 +80,12 @@ type Reconciler struct {
 	Pods workload.PodLister
 
 	// cache reads workloads, including the unstructured OpenKruise
-	// CloneSet, which the manager's client would read live. Set by
+	// CloneSet, which the manager's client would read live, and the
+	// Rollout when it holds our last write (readRollout). Set by
 	// SetupWithManager; Client when unset.
 	cache client.Reader
+	// writes is what our last write of each Rollout produced.
+	writes ownWrites
 	// routesWatched and grantsWatched: HTTPRoutes and ReferenceGrants are
 	// watched (their CRDs were installed when the manager started), so
 	// waiting for a Gateway's acceptance or a missing grant needs no
@@ -90,8 +93,8 @@ type Reconciler struct {
 	routesWatched, grantsWatched bool
 }
 
-// RBAC: only the verbs the code calls. The Rollout is read fresh (get) and
-// watched; its status is patched. Workloads are read from the cache (list,
+// RBAC: only the verbs the code calls. The Rollout is watched, and read
+// fresh (get) when the cache may lack our last write; its status is patched. Workloads are read from the cache (list,
 // watch), their managed fields fresh (get), and their partition written
 // with server-side apply (patch). Pods and revisions are only read from the
 // cache. Events go through the events.k8s.io API.
@@ -261,19 +264,18 @@ func stall(reason, format string, args ...any) error {
 
 // Reconcile takes one step decision for a Rollout and carries it out.
 //
-// The Rollout is read around the cache. Its status is the controller's only
-// memory, and the partition is applied before the status is written: a
-// decision taken from a cached copy that does not yet hold this
-// controller's last status write would re-apply an earlier step's
-// partition, moving Pods back, before its status patch failed on the
-// optimistic lock. One GET per reconcile buys decisions that never go back
-// in time; workloads are still read from the cache, where lagging behind
-// our own partition write only makes the gate wait.
+// The Rollout is read as it stands after this controller's last write of
+// it (readRollout). Its status is the controller's only memory: a decision
+// taken from a copy without the last step recorded would take that step
+// again, rolling canary Pods back or moving traffic before its status
+// patch failed on the optimistic lock. Workloads are read from the cache,
+// where lagging behind our own partition write only makes the gate wait.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	ro := &v1alpha1.Rollout{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, ro); err != nil {
+	ro, err := r.readRollout(ctx, req.NamespacedName)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
+			r.writes.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting Rollout: %w", err)
