@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -214,6 +215,30 @@ func statefulSetPilot(t *testing.T, ns, name string) {
 		}
 		sts.Status = st
 		return env.client.Status().Update(ctx, sts)
+	})
+}
+
+// pilotedStatefulSet creates a StatefulSet of replicas Pods on version,
+// with statefulSetPilot as its controller, and waits for its Pods.
+func pilotedStatefulSet(t *testing.T, ns, name string, replicas int32, version string) {
+	t.Helper()
+	sts := newStatefulSet(ns, name, replicas, version)
+	if err := env.client.Create(testContext(t), sts); err != nil {
+		t.Fatalf("creating StatefulSet: %v", err)
+	}
+	statefulSetPilot(t, ns, name)
+	waitPods(t, ns, sts.Spec.Selector.MatchLabels, int(replicas), revisionOf(name, sts.Spec.Template.Spec))
+}
+
+// releaseStatefulSet commits version and waits until the Rollout of the
+// same name is Healthy with it as its stable revision.
+func releaseStatefulSet(t *testing.T, ns, name, version string) {
+	t.Helper()
+	commitStatefulSet(t, ns, name, version)
+	stable := revisionOf(name, newStatefulSet(ns, name, 1, version).Spec.Template.Spec)
+	eventually(t, ns, name, func(g Gomega, ro *stepwisev1.Rollout) {
+		kstatusHealthy(g, ro)
+		g.Expect(ro.Status.StableRevision).To(Equal(stable))
 	})
 }
 

@@ -33,11 +33,7 @@ func TestALostStatusWriteNeverMovesThePartitionBack(t *testing.T) {
 		t.Run(fmt.Sprintf("write_%d_lost", k), func(t *testing.T) {
 			t.Parallel()
 			ns := newNamespace(t)
-			if err := env.client.Create(testContext(t), newStatefulSet(ns, "db", 4, "1.0.0")); err != nil {
-				t.Fatalf("creating StatefulSet: %v", err)
-			}
-			statefulSetPilot(t, ns, "db")
-			waitPods(t, ns, map[string]string{"app": "db"}, 4, "db-1-0-0")
+			pilotedStatefulSet(t, ns, "db", 4, "1.0.0")
 			partitions := watchPartition(t, ns, "db")
 
 			var writes atomic.Int32
@@ -58,11 +54,7 @@ func TestALostStatusWriteNeverMovesThePartitionBack(t *testing.T) {
 			ref := stepwisev1.WorkloadReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
 			createRollout(t, newRollout(ns, "db", ref, stepAt(num(3)), stepAt(num(1)), stepAt(num(0))))
 			eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
-			commitStatefulSet(t, ns, "db", "2.0.0")
-			eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) {
-				kstatusHealthy(g, ro)
-				g.Expect(ro.Status.StableRevision).To(Equal("db-2-0-0"))
-			})
+			releaseStatefulSet(t, ns, "db", "2.0.0")
 			waitStatefulSetPartition(t, ns, "db", 4)
 			if !lost.Load() {
 				t.Skipf("the release took fewer than %d status writes", k)

@@ -26,11 +26,7 @@ import (
 func TestRoundsReadTheRolloutFromTheCacheOnceItHoldsOurLastWrite(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
-	if err := env.client.Create(testContext(t), newStatefulSet(ns, "db", 4, "1.0.0")); err != nil {
-		t.Fatalf("creating StatefulSet: %v", err)
-	}
-	statefulSetPilot(t, ns, "db")
-	waitPods(t, ns, map[string]string{"app": "db"}, 4, "db-1-0-0")
+	pilotedStatefulSet(t, ns, "db", 4, "1.0.0")
 
 	rolloutPath := "/apis/stepwise.dev/v1alpha1/namespaces/" + ns + "/rollouts/db"
 	var gets, statusPatches atomic.Int32
@@ -59,11 +55,7 @@ func TestRoundsReadTheRolloutFromTheCacheOnceItHoldsOurLastWrite(t *testing.T) {
 	ref := stepwisev1.WorkloadReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
 	createRollout(t, newRollout(ns, "db", ref, stepAt(num(3)), stepAt(num(1)), stepAt(num(0))))
 	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
-	commitStatefulSet(t, ns, "db", "2.0.0")
-	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) {
-		kstatusHealthy(g, ro)
-		g.Expect(ro.Status.StableRevision).To(Equal("db-2-0-0"))
-	})
+	releaseStatefulSet(t, ns, "db", "2.0.0")
 	readFresh, written := gets.Load(), statusPatches.Load()
 	t.Logf("through the release: %d reads from the API server, %d status writes", readFresh, written)
 	if written < 4 {

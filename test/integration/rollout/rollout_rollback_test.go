@@ -59,11 +59,7 @@ func TestAnAbortRollsStatefulSetCanariesBackOneAtATime(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	labels := map[string]string{"app": "db"}
-	if err := env.client.Create(testContext(t), newStatefulSet(ns, "db", 4, "1.0.0")); err != nil {
-		t.Fatalf("creating StatefulSet: %v", err)
-	}
-	statefulSetPilot(t, ns, "db")
-	waitPods(t, ns, labels, 4, "db-1-0-0")
+	pilotedStatefulSet(t, ns, "db", 4, "1.0.0")
 	ctrl := startController(t, ns)
 	ref := stepwisev1.WorkloadReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
 	createRollout(t, newRollout(ns, "db", ref, stepAt(num(2), pauseForPromote()), stepAt(num(0))))
