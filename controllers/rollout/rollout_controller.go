@@ -94,9 +94,10 @@ type Reconciler struct {
 }
 
 // RBAC: only the verbs the code calls. The Rollout is watched, and read
-// fresh (get) when the cache may lack our last write; its status is patched. Workloads are read from the cache (list,
-// watch), their managed fields fresh (get), and their partition written
-// with server-side apply (patch). Pods and revisions are only read from the
+// fresh (get) when the cache may lack our last write; its status is
+// patched. Workloads are read from the cache (list, watch), their managed
+// fields fresh (get), and their partition written with server-side apply
+// (patch). Pods and revisions are only read from the
 // cache. Events go through the events.k8s.io API.
 //
 // +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=get;list;watch

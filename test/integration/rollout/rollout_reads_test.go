@@ -8,6 +8,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/rest"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
@@ -32,7 +33,7 @@ func TestRoundsReadTheRolloutFromTheCacheOnceItHoldsOurLastWrite(t *testing.T) {
 	var gets, statusPatches atomic.Int32
 	cfg := rest.CopyConfig(env.managerCfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return promhttp.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			switch {
 			case req.Method == http.MethodGet && req.URL.Path == rolloutPath:
 				gets.Add(1)
@@ -74,7 +75,3 @@ func TestRoundsReadTheRolloutFromTheCacheOnceItHoldsOurLastWrite(t *testing.T) {
 		t.Errorf("the reconcile request, another writer's change, was handled without reading the Rollout from the API server")
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
