@@ -591,6 +591,8 @@ var scaleSeries = map[string]compare.SeriesMatch{
 	"ro_depth":      {Metric: "workqueue_depth", Labels: []string{`name="rollout"`}},
 	"cs_time_sum":   {Metric: "controller_runtime_reconcile_time_seconds_sum", Labels: []string{`controller="cloneset"`}},
 	"cs_time_count": {Metric: "controller_runtime_reconcile_time_seconds_count", Labels: []string{`controller="cloneset"`}},
+	// Reads around the cache: the audit policy logs no reads.
+	"gets": {Metric: "rest_client_requests_total", Labels: []string{`method="GET"`}},
 }
 
 var promSeries = map[string]compare.SeriesMatch{
@@ -703,6 +705,10 @@ func (r scaleReportData) write(w *bytes.Buffer) {
 	fmt.Fprintf(w, "- manager writes (audit log): %d, %.2f per Pod (Pod writes %.2f per Pod; 409s %d)\n", all, float64(all)/float64(total), float64(pods)/float64(total), conflicts)
 	for _, k := range r.writes.Sorted() {
 		fmt.Fprintf(w, "    %-40s %d\n", k.String(), r.writes[k])
+	}
+	if n := len(r.samples); n > 1 {
+		gets := nonNeg(r.samples[n-1].Values["gets"] - r.samples[0].Values["gets"])
+		fmt.Fprintf(w, "- manager reads from the API server (its rest_client_requests_total, GET: single objects and lists): %.0f, %.2f per Pod\n", gets, gets/float64(total))
 	}
 	fmt.Fprintf(w, "- manager peak RSS: %.0f MiB; CPU %.1f s over the update\n", float64(r.peakRSS)/(1<<20), r.cpu)
 	// The split tells the Go runtime's memory (heap, stacks: anonymous)
