@@ -2,7 +2,6 @@ package cloneset
 
 import (
 	"context"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,21 +44,6 @@ const governedPriority = 10
 // 1.72-2.15 s without; the mass update 12-37 s slower in each pair.
 const gatePriority = 20
 
-// podEventBatch is how long the Pod update events of a CloneSet no Rollout
-// governs wait in the queue for more to join them, as the EndpointSlice
-// controller batches Pod updates for a Service: the first event of a quiet
-// CloneSet starts the wait, the ones within it ride along, and a key
-// already queued without a wait keeps none (the queue takes the earliest
-// time it was asked for). While a round runs, the events it brings wait
-// anyway, so this matters only when rounds are short: the tail of a mass
-// update, when only kubelets' restarts are left, brought one round (and
-// one status write) per Pod event, about three per Pod, where a round
-// would do for many. Governed CloneSets are not batched: their Rollouts'
-// gates wait on them. Creations and deletions are not either.
-//
-// Measured (docs/benchmarks.md, twelfth pass).
-const podEventBatch = 500 * time.Millisecond
-
 var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
 
 // podEvents enqueues the CloneSet that controls a Pod, as Owns would, at
@@ -69,22 +53,22 @@ var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
 func podEvents(governed func(context.Context, client.ObjectKey) bool) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, raiseIf(!e.IsInInitialList, governedPriority), governed, 0)
+			enqueueController(ctx, e.Object, q, raiseIf(!e.IsInInitialList, governedPriority), governed)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			changed := e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
-			enqueueController(ctx, e.ObjectNew, q, raiseIf(changed, updatePriority(e.ObjectOld, e.ObjectNew)), governed, podEventBatch)
+			enqueueController(ctx, e.ObjectNew, q, raiseIf(changed, updatePriority(e.ObjectOld, e.ObjectNew)), governed)
 			// A Pod's controller hardly ever changes; when it does (orphaned,
 			// adopted), the one it left must look too.
 			if old := metav1.GetControllerOfNoCopy(e.ObjectOld); old != nil && !sameController(old, metav1.GetControllerOfNoCopy(e.ObjectNew)) {
-				enqueueController(ctx, e.ObjectOld, q, 0, governed, 0)
+				enqueueController(ctx, e.ObjectOld, q, 0, governed)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, governedPriority, governed, 0)
+			enqueueController(ctx, e.Object, q, governedPriority, governed)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, 0, governed, 0)
+			enqueueController(ctx, e.Object, q, 0, governed)
 		},
 	}
 }
@@ -115,10 +99,8 @@ func sameController(a, b *metav1.OwnerReference) bool {
 
 // enqueueController adds obj's controlling CloneSet, if any, at priority
 // when a Rollout governs it (0: the queue's default). The queue keeps one
-// entry per key, at the highest priority it was added with. An event that
-// is news (priority not 0) of a CloneSet no Rollout governs waits batch in
-// the queue (podEventBatch).
-func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], priority int, governed func(context.Context, client.ObjectKey) bool, batch time.Duration) {
+// entry per key, at the highest priority it was added with.
+func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], priority int, governed func(context.Context, client.ObjectKey) bool) {
 	owner := metav1.GetControllerOfNoCopy(obj)
 	if owner == nil || owner.Kind != cloneSetGroupKind.Kind {
 		return
@@ -127,15 +109,10 @@ func enqueueController(ctx context.Context, obj client.Object, q workqueue.Typed
 		return
 	}
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}}
-	if priority == 0 {
-		add(q, req, 0, 0)
-		return
+	if priority != 0 && !governed(ctx, req.NamespacedName) {
+		priority = 0
 	}
-	if !governed(ctx, req.NamespacedName) {
-		add(q, req, 0, batch)
-		return
-	}
-	add(q, req, priority, 0)
+	add(q, req, priority)
 }
 
 // rolloutEvents enqueues the CloneSet a Rollout names when its grant or
@@ -144,7 +121,7 @@ func enqueueController(ctx context.Context, obj client.Object, q workqueue.Typed
 func rolloutEvents() handler.EventHandler {
 	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], raise bool) {
 		for _, req := range cloneSetOf(context.Background(), obj) {
-			add(q, req, raiseIf(raise, governedPriority), 0)
+			add(q, req, raiseIf(raise, governedPriority))
 		}
 	}
 	return handler.Funcs{
@@ -161,18 +138,14 @@ func rolloutEvents() handler.EventHandler {
 }
 
 // add queues req at priority when it is not 0 and the queue has
-// priorities, otherwise at the priority the queue gives by default; ready
-// after wait, or at once when wait is 0.
-func add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, priority int, wait time.Duration) {
+// priorities; otherwise at the priority the queue gives by default.
+func add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, priority int) {
 	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
-	switch {
-	case ok && priority != 0:
-		pq.AddWithOpts(priorityqueue.AddOpts{Priority: &priority, After: wait}, req)
-	case wait > 0:
-		q.AddAfter(req, wait)
-	default:
+	if !ok || priority == 0 {
 		q.Add(req)
+		return
 	}
+	pq.AddWithOpts(priorityqueue.AddOpts{Priority: &priority}, req)
 }
 
 // governed reads from the cache whether a Rollout governs the CloneSet, as

@@ -3,9 +3,7 @@ package cloneset
 import (
 	"context"
 	"slices"
-	"strconv"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -165,58 +163,6 @@ func TestGovernedCloneSetOvertakesTheQueue(t *testing.T) {
 	if order := drain(q, 3); !slices.Equal(order, []string{"canary", "fleet-a", "fleet-b"}) {
 		t.Fatalf("order %v, want canary first, then the others as they came", order)
 	}
-}
-
-// TestUngovernedPodEventsAreBatched: the Pod updates of a CloneSet no
-// Rollout governs wait podEventBatch in the queue, and those that come
-// meanwhile join them: one key out for many events. A governed CloneSet's
-// are ready at once, and so is a key the queue already holds ready.
-func TestUngovernedPodEventsAreBatched(t *testing.T) {
-	ctx := context.Background()
-	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name == "canary" })
-	update := func(q priorityqueue.PriorityQueue[reconcile.Request], owner, before, after string) {
-		pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod(owner, before), ObjectNew: cloneSetPod(owner, after)}, q)
-	}
-
-	t.Run("ungoverned events join the first one's wait", func(t *testing.T) {
-		q := priorityqueue.New[reconcile.Request]("test")
-		defer q.ShutDown()
-		start := time.Now()
-		for i := range 5 {
-			update(q, "fleet", strconv.Itoa(i), strconv.Itoa(i+1))
-		}
-		if n := q.Len(); n != 0 {
-			t.Fatalf("%d keys ready at once, want none before the batch's wait", n)
-		}
-		if order := drain(q, 1); !slices.Equal(order, []string{"fleet"}) {
-			t.Fatalf("out: %v, want fleet", order)
-		}
-		if waited := time.Since(start); waited < podEventBatch {
-			t.Fatalf("fleet came out after %s, before the batch's wait of %s", waited, podEventBatch)
-		}
-		if n := q.Len(); n != 0 {
-			t.Fatalf("%d keys ready after the batch came out, want none: the events were one key", n)
-		}
-	})
-
-	t.Run("governed events are ready at once", func(t *testing.T) {
-		q := priorityqueue.New[reconcile.Request]("test")
-		defer q.ShutDown()
-		update(q, "canary", "1", "2")
-		if n := q.Len(); n != 1 {
-			t.Fatalf("%d keys ready, want the governed one at once", n)
-		}
-	})
-
-	t.Run("a key already ready keeps no wait", func(t *testing.T) {
-		q := priorityqueue.New[reconcile.Request]("test")
-		defer q.ShutDown()
-		q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "fleet"}})
-		update(q, "fleet", "1", "2")
-		if n := q.Len(); n != 1 {
-			t.Fatalf("%d keys ready, want fleet still ready", n)
-		}
-	})
 }
 
 // podOf is a Pod in namespace ns that owner, of kind at apiVersion,
