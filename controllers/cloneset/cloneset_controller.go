@@ -33,7 +33,7 @@ import (
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads around the cache, for the fresh reads the in-place
-	// engine makes after a write decided from a cached Pod was refused.
+	// engine needs before it flips a readiness gate.
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
@@ -49,12 +49,12 @@ type Reconciler struct {
 }
 
 // RBAC: only the verbs the code calls. CloneSets, Pods and revisions are
-// read from the cache (list, watch); a Pod is read fresh (get) when a
-// write decided from its cached copy was refused, and a CloneSet (get)
-// when its status write lost a conflict (patchStatus); Pods are created,
-// patched and deleted, never updated; status is patched, never updated; a
-// revision is updated only to renumber it when a template comes back.
-// Events go through the events.k8s.io API.
+// read from the cache (list, watch); a Pod is read fresh (get) before its
+// readiness gate flips, and a CloneSet (get) when its status write lost a
+// conflict (patchStatus); Pods are created, patched and deleted, never
+// updated; status is patched, never updated; a revision is updated only to
+// renumber it when a template comes back. Events go through the
+// events.k8s.io API.
 //
 // Pods and revisions are owned with blockOwnerDeletion, which the
 // OwnerReferencesPermissionEnforcement admission plugin allows only to a
