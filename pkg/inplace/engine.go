@@ -102,9 +102,8 @@ func (e *Engine) CanUpdateInPlace(oldTemplate, newTemplate *corev1.PodTemplateSp
 	return err == nil
 }
 
-// Update moves pod to spec.Revision. It decides from pod as given (the
-// cache, whose copy the caller's expectations keep from predating the
-// engine's own last write), then:
+// Update moves pod to spec.Revision. It reads the Pod fresh from the API
+// server (the cache may predate the engine's own last write), then:
 //
 //  1. when the update restarts containers, sets InPlaceUpdateReady=False
 //     and, in the same write, moves opts.ServiceLabel to the revision,
@@ -115,18 +114,9 @@ func (e *Engine) CanUpdateInPlace(oldTemplate, newTemplate *corev1.PodTemplateSp
 //     container patched by an earlier, superseded update still restarts,
 //     every batch waits in the state and Refresh patches it later.
 //
-// The first write decided from pod carries its resourceVersion, so a copy
-// that another writer (or a write of ours the cache has not shown yet) made
-// stale is refused, and the update is decided again from a fresh read from
-// the API server, whose writes then carry no lock: a kubelet's reaction to
-// the readiness flip must not refuse the image patch. Step 2 after step 1
-// is decided from step 1's response, so it is not locked either. Reading
-// every Pod fresh first, as Update did, cost one GET per Pod moved, in a
-// round whose requests are sequential: a third of a move's round trips.
-//
 // A metadata-only spec is step 2 alone. A Pod that already records
 // spec.Revision is left alone, so calling Update again after a crash never
-// patches an image twice. The caller's pod is never modified.
+// patches an image twice. Conflicts are retried from a fresh read.
 func (e *Engine) Update(ctx context.Context, pod *corev1.Pod, spec *UpdateSpec, opts UpdateOptions) UpdateResult {
 	key := pod.Namespace + "/" + pod.Name
 	if spec == nil || spec.Revision == "" {
@@ -134,19 +124,12 @@ func (e *Engine) Update(ctx context.Context, pod *corev1.Pod, spec *UpdateSpec, 
 	}
 	opts = opts.withDefaults()
 	var res UpdateResult
-	current, readFresh := pod, false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		res = UpdateResult{InPlace: true, Pod: res.Pod}
-		if readFresh {
-			var err error
-			if current, err = e.client.GetFresh(ctx, pod.Namespace, pod.Name); err != nil {
-				return fmt.Errorf("get pod: %w", err)
-			}
+		current, err := e.client.GetFresh(ctx, pod.Namespace, pod.Name)
+		if err != nil {
+			return fmt.Errorf("get pod: %w", err)
 		}
-		// A write refused from here on was decided from pod: decide again
-		// from the API server's copy.
-		locked := !readFresh
-		readFresh = true
 		now := e.clock.Now()
 		plan, err := planUpdate(current, spec, opts, now, outOfServiceSince(current, now))
 		if err != nil {
@@ -157,9 +140,6 @@ func (e *Engine) Update(ctx context.Context, pod *corev1.Pod, spec *UpdateSpec, 
 			res.Delay = plan.delay
 			return nil
 		}
-		if current == pod {
-			current = pod.DeepCopy()
-		}
 		if plan.needsNotReady && !heldFor(current, spec.Revision) {
 			conditions := takeOutOfService(current, ConditionReasonUpdating, updatingMessage(spec.Revision), now)
 			var labels map[string]string
@@ -168,12 +148,10 @@ func (e *Engine) Update(ctx context.Context, pod *corev1.Pod, spec *UpdateSpec, 
 				// owner references are kept from the stored Pod).
 				labels = map[string]string{opts.ServiceLabel: v1alpha1.RevisionHash(spec.Revision)}
 			}
-			if err := e.client.PatchConditions(ctx, current, conditions, labels, locked); err != nil {
+			if err := e.client.PatchConditions(ctx, current, conditions, labels); err != nil {
 				return err
 			}
 			res.Pod = current
-			// current is now the API server's response.
-			locked = false
 			// The grace period starts now that the Pod is out of service,
 			// unless it already was (the transition time did not move).
 			if plan, err = planUpdate(current, spec, opts, now, outOfServiceSince(current, now)); err != nil {
@@ -185,7 +163,9 @@ func (e *Engine) Update(ctx context.Context, pod *corev1.Pod, spec *UpdateSpec, 
 		if err := writeRecords(current, plan.state, plan.grace); err != nil {
 			return err
 		}
-		if err := e.client.Patch(ctx, original, current, locked); err != nil {
+		// Decided from a fresh read: no lock, so the kubelet's reaction to
+		// the readiness flip just written cannot refuse it.
+		if err := e.client.Patch(ctx, original, current, false); err != nil {
 			return err
 		}
 		res.Pod, res.Delay = current, plan.delay

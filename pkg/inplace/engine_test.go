@@ -364,55 +364,16 @@ func TestEngine_ResumeNeverPatchesTwice(t *testing.T) {
 	})
 }
 
-// Update decides from the copy it is given (the cache) and reads the Pod
-// from the API server only when a write decided from that copy is refused:
-// a copy another writer made stale never reaches the Pod.
-func TestEngine_UpdateReadsFreshOnlyWhenItsCopyIsRefused(t *testing.T) {
+func TestEngine_ConflictIsRetriedFromFreshRead(t *testing.T) {
 	oldT := template(container("app", "app:v1"))
 	newT := template(container("app", "app:v2"))
-	spec := specFor(t, "r2", oldT, newT)
-
-	t.Run("current_copy_reads_nothing_more", func(t *testing.T) {
-		e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
-		update(t, e, f, spec, UpdateOptions{})
-		expectWrites(t, f, 1, 1)
-		if f.freshReads != 0 {
-			t.Fatalf("Update from a current copy read the Pod %d times from the API server, want 0", f.freshReads)
-		}
-	})
-
-	t.Run("condition_write_refused_then_decided_again", func(t *testing.T) {
-		e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
-		f.raceNextWrite = true
-		update(t, e, f, spec, UpdateOptions{})
-		expectWrites(t, f, 1, 1)
-		if f.freshReads != 1 {
-			t.Fatalf("fresh reads = %d, want 1 after the refused write", f.freshReads)
-		}
-		if got := imageOf(t, f.get("web-0"), "app"); got != "app:v2" {
-			t.Fatalf("app image = %s, want app:v2", got)
-		}
-	})
-
-	t.Run("metadata_write_refused_then_decided_again", func(t *testing.T) {
-		metaT := oldT.DeepCopy()
-		metaT.Labels["tier"] = "front"
-		e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
-		stale := f.get("web-0")
-		// Another writer adds a label after the cache's copy was taken.
-		other := f.get("web-0")
-		other.Labels["team"] = "payments"
-		f.store(other)
-		res := e.Update(context.Background(), stale, specFor(t, "r2", oldT, metaT), UpdateOptions{})
-		if res.Err != nil || !res.InPlace {
-			t.Fatalf("Update = %+v", res)
-		}
-		expectWrites(t, f, 0, 1)
-		pod := f.get("web-0")
-		if pod.Labels["team"] != "payments" || pod.Labels["tier"] != "front" || f.freshReads != 1 {
-			t.Fatalf("labels %v after %d fresh reads: want the other writer's label kept, the template's added, one fresh read", pod.Labels, f.freshReads)
-		}
-	})
+	e, f, _ := newEngine(t, newPod(oldT.Spec.Containers...))
+	f.raceNextWrite = true
+	update(t, e, f, specFor(t, "r2", oldT, newT), UpdateOptions{})
+	expectWrites(t, f, 1, 1)
+	if got := imageOf(t, f.get("web-0"), "app"); got != "app:v2" {
+		t.Fatalf("app image = %s, want app:v2", got)
+	}
 }
 
 func TestEngine_CorruptState(t *testing.T) {

@@ -35,11 +35,8 @@ type fakePods struct {
 	// with this error, as if the controller crashed before writing.
 	failNextUpdate error
 	// raceNextWrite, when set, bumps the stored Pod's resourceVersion just
-	// before the next locked engine write, as a concurrent kubelet status
-	// update.
+	// before the next engine write, as a concurrent kubelet status update.
 	raceNextWrite bool
-	// freshReads counts GetFresh calls: reads around the cache.
-	freshReads int
 }
 
 type write struct {
@@ -73,15 +70,6 @@ func (f *fakePods) store(pod *corev1.Pod) *corev1.Pod {
 	return stored.DeepCopy()
 }
 
-// stored is the Pod as stored, or NotFound, as a write to it would get.
-func (f *fakePods) stored(pod *corev1.Pod) (*corev1.Pod, error) {
-	p, ok := f.pods[podKey(pod.Namespace, pod.Name)]
-	if !ok {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name)
-	}
-	return p.DeepCopy(), nil
-}
-
 func (f *fakePods) get(name string) *corev1.Pod {
 	p, ok := f.pods[podKey("ns", name)]
 	if !ok {
@@ -91,7 +79,6 @@ func (f *fakePods) get(name string) *corev1.Pod {
 }
 
 func (f *fakePods) GetFresh(_ context.Context, namespace, name string) (*corev1.Pod, error) {
-	f.freshReads++
 	p, ok := f.pods[podKey(namespace, name)]
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
@@ -121,11 +108,12 @@ func (f *fakePods) Patch(_ context.Context, original, pod *corev1.Pod, optimisti
 		f.failNextUpdate = nil
 		return err
 	}
-	stored, err := f.stored(pod)
-	if err != nil {
-		return err
+	stored := f.get(pod.Name)
+	if stored == nil {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name)
 	}
 	if optimisticLock {
+		var err error
 		if stored, err = f.checkVersion(original); err != nil {
 			return err
 		}
@@ -142,19 +130,12 @@ func (f *fakePods) Patch(_ context.Context, original, pod *corev1.Pod, optimisti
 }
 
 // PatchConditions merges conditions by type, as a strategic merge patch
-// does, other status fields untouched; labels merge into the stored ones,
-// as pods/status allows. With optimisticLock it is refused when the Pod
-// changed since pod was read.
-func (f *fakePods) PatchConditions(_ context.Context, pod *corev1.Pod, conditions []corev1.PodCondition, labels map[string]string, optimisticLock bool) error {
-	stored, err := f.stored(pod)
-	if err != nil {
-		return err
-	}
-	if optimisticLock {
-		if stored, err = f.checkVersion(pod); err != nil {
-			return err
-		}
-		stored = stored.DeepCopy()
+// does: no resourceVersion check, other status fields untouched; labels
+// merge into the stored ones, as pods/status allows.
+func (f *fakePods) PatchConditions(_ context.Context, pod *corev1.Pod, conditions []corev1.PodCondition, labels map[string]string) error {
+	stored := f.get(pod.Name)
+	if stored == nil {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, pod.Name)
 	}
 	next := stored.DeepCopy()
 	for k, v := range labels {

@@ -13,9 +13,8 @@ import (
 // PodClient is all the API access the engine needs. Errors are returned as
 // the API server gave them, so conflicts can be recognised and retried.
 type PodClient interface {
-	// GetFresh reads the Pod from the API server, not from a cache: after a
-	// write decided from a cached copy was refused, the engine decides
-	// again from what the API server holds.
+	// GetFresh reads the Pod from the API server, not from a cache: Update
+	// must never decide from a copy older than its own last write.
 	GetFresh(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 	// Patch writes what changed from original to modified in metadata and
 	// spec as a strategic merge patch (containers merge by name), and
@@ -25,16 +24,14 @@ type PodClient interface {
 	// decision came from a fresh read.
 	Patch(ctx context.Context, original, modified *corev1.Pod, optimisticLock bool) error
 	// PatchConditions sets status conditions with a strategic merge patch
-	// (conditions merge by type) and refreshes pod from the response.
-	// Labels, when not empty, are set in the same write: pods/status keeps
-	// only the spec and owner references of the stored Pod, so a label
-	// moves with the condition. With optimisticLock the patch carries pod's
-	// resourceVersion, for a write that takes a Pod out of service on the
-	// word of a cached copy. Without it, a kubelet's status writes, which
-	// come all the time, do not refuse it: right when the caller's
-	// expectations keep it from deciding on a copy older than its own last
-	// write, and only the condition is at stake.
-	PatchConditions(ctx context.Context, pod *corev1.Pod, conditions []corev1.PodCondition, labels map[string]string, optimisticLock bool) error
+	// (conditions merge by type) and refreshes pod from the response. It
+	// carries no resourceVersion: a kubelet rewrites a Pod's status all the
+	// time, and a precondition would turn each of those into a refused
+	// write. The caller's expectations keep it from deciding on a copy
+	// older than its own last write. Labels, when not empty, are set in
+	// the same write: pods/status keeps only the spec and owner references
+	// of the stored Pod, so a label moves with the condition.
+	PatchConditions(ctx context.Context, pod *corev1.Pod, conditions []corev1.PodCondition, labels map[string]string) error
 }
 
 // NewControllerRuntimePodClient adapts controller-runtime: writes go through
@@ -65,19 +62,10 @@ func (p *controllerRuntimePodClient) Patch(ctx context.Context, original, modifi
 	return p.client.Patch(ctx, modified, client.StrategicMergeFrom(original, opts...))
 }
 
-func (p *controllerRuntimePodClient) PatchConditions(ctx context.Context, pod *corev1.Pod, conditions []corev1.PodCondition, labels map[string]string, optimisticLock bool) error {
+func (p *controllerRuntimePodClient) PatchConditions(ctx context.Context, pod *corev1.Pod, conditions []corev1.PodCondition, labels map[string]string) error {
 	patch := map[string]any{"status": map[string]any{"conditions": conditions}}
-	metadata := map[string]any{}
 	if len(labels) > 0 {
-		metadata["labels"] = labels
-	}
-	if optimisticLock {
-		// A patch naming a resourceVersion is refused with a conflict
-		// unless the stored Pod is still at it.
-		metadata["resourceVersion"] = pod.ResourceVersion
-	}
-	if len(metadata) > 0 {
-		patch["metadata"] = metadata
+		patch["metadata"] = map[string]any{"labels": labels}
 	}
 	body, err := json.Marshal(patch)
 	if err != nil {

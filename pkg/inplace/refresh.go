@@ -91,7 +91,7 @@ func (e *Engine) Refresh(ctx context.Context, pod *corev1.Pod) RefreshResult {
 				setCondition(current, corev1.ConditionTrue, plan.reason, plan.message, now)
 				conditions = []corev1.PodCondition{*getCondition(current)}
 			}
-			if err := e.client.PatchConditions(ctx, current, conditions, nil, false); err != nil {
+			if err := e.client.PatchConditions(ctx, current, conditions, nil); err != nil {
 				return err
 			}
 		case refreshPatch:

@@ -275,36 +275,3 @@ func TestCloneSetRoundWritesAtMostTwentyPods(t *testing.T) {
 		}
 	}
 }
-
-// A round moves its Pods on the word of the cache: the in-place engine's
-// writes carry the cached copy's resourceVersion instead of reading each
-// Pod from the API server first (one GET per Pod moved, in a round whose
-// requests are sequential).
-func TestCloneSetMovesPodsWithoutReadingThemAgain(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	cs := newCloneSet(ns, "web", 5)
-	cs.Spec.UpdateStrategy.MaxUnavailable = intOrStr("100%")
-	g.Expect(env.client.Create(ctx, cs)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		pods := listPods(g, ns)
-		g.Expect(pods).To(HaveLen(5))
-		for _, p := range pods {
-			g.Expect(conditionStatus(&p, stepwisev1.InPlaceUpdateReady)).To(Equal(corev1.ConditionTrue))
-		}
-	}, timeout).Should(Succeed())
-	before := env.podReads.in(ns)
-
-	g.Expect(env.client.Patch(ctx, getCloneSet(g, ns, "web"), client.RawPatch(types.MergePatchType,
-		[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"example.com/app:v2"}]}}}}`)))).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		for _, p := range listPods(g, ns) {
-			g.Expect(p.Spec.Containers[0].Image).To(Equal("example.com/app:v2"), "pod %s", p.Name)
-			g.Expect(conditionStatus(&p, stepwisev1.InPlaceUpdateReady)).To(Equal(corev1.ConditionFalse), "pod %s", p.Name)
-		}
-	}, timeout).Should(Succeed())
-	if reads := env.podReads.in(ns) - before; reads != 0 {
-		t.Errorf("moving 5 Pods in place read Pods %d times from the API server, want 0: the cache's copies are current", reads)
-	}
-}

@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +33,7 @@ func TestPodStatusWriteMovesALabel(t *testing.T) {
 	pods := inplace.NewControllerRuntimePodClient(env.client, env.client)
 	gate := corev1.PodCondition{Type: stepwisev1.InPlaceUpdateReady, Status: corev1.ConditionFalse, Reason: "Updating", LastTransitionTime: metav1.Now()}
 	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: inplace.ReasonReadinessGateFalse, LastTransitionTime: metav1.Now()}
-	g.Expect(pods.PatchConditions(ctx, pod, []corev1.PodCondition{gate, ready}, map[string]string{stepwisev1.RevisionHashLabel: "bbb222"}, false)).To(Succeed())
+	g.Expect(pods.PatchConditions(ctx, pod, []corev1.PodCondition{gate, ready}, map[string]string{stepwisev1.RevisionHashLabel: "bbb222"})).To(Succeed())
 
 	got := &corev1.Pod{}
 	g.Expect(env.client.Get(ctx, client.ObjectKeyFromObject(pod), got)).To(Succeed())
@@ -44,32 +43,6 @@ func TestPodStatusWriteMovesALabel(t *testing.T) {
 	g.Expect(conditionStatus(got, corev1.PodReady)).To(Equal(corev1.ConditionFalse))
 	// One write: the label and the conditions came with the same resourceVersion.
 	g.Expect(got.ResourceVersion).To(Equal(pod.ResourceVersion))
-}
-
-// A condition write locked to a copy's resourceVersion is refused once the
-// Pod has changed since: the engine takes a Pod out of service on the word
-// of its cached copy only if that copy is still current.
-func TestLockedConditionWriteRefusesAStaleCopy(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-0", Labels: map[string]string{"app": "web"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}},
-	}
-	g.Expect(env.client.Create(ctx, pod)).To(Succeed())
-	stale := pod.DeepCopy()
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-	g.Expect(env.client.Status().Update(ctx, pod)).To(Succeed())
-
-	pods := inplace.NewControllerRuntimePodClient(env.client, env.client)
-	gate := corev1.PodCondition{Type: stepwisev1.InPlaceUpdateReady, Status: corev1.ConditionFalse, Reason: "Updating", LastTransitionTime: metav1.Now()}
-	err := pods.PatchConditions(ctx, stale, []corev1.PodCondition{gate}, nil, true)
-	g.Expect(apierrors.IsConflict(err)).To(BeTrue(), "locked write from a stale copy: %v", err)
-	g.Expect(pods.PatchConditions(ctx, pod, []corev1.PodCondition{gate}, nil, true)).To(Succeed())
-	got := &corev1.Pod{}
-	g.Expect(env.client.Get(ctx, client.ObjectKeyFromObject(pod), got)).To(Succeed())
-	g.Expect(conditionStatus(got, stepwisev1.InPlaceUpdateReady)).To(Equal(corev1.ConditionFalse))
 }
 
 // Every CloneSet Pod carries its revision's short hash, gets it back when

@@ -3,9 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -13,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
@@ -55,32 +50,4 @@ func newCloneSet(namespace, name string, replicas int32) *stepwisev1.CloneSet {
 func intOrStr(s string) *intstr.IntOrString {
 	v := intstr.Parse(s)
 	return &v
-}
-
-// podReads counts GETs of single Pods (/api/v1/namespaces/NS/pods/NAME)
-// that pass through a client's transport, by namespace.
-type podReads struct {
-	mu          sync.Mutex
-	byNamespace map[string]int
-}
-
-func newPodReads() *podReads { return &podReads{byNamespace: map[string]int{}} }
-
-// wrap is a rest.Config transport wrapper.
-func (r *podReads) wrap(rt http.RoundTripper) http.RoundTripper {
-	return promhttp.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-		if req.Method == http.MethodGet && len(parts) == 6 && parts[0] == "api" && parts[2] == "namespaces" && parts[4] == "pods" {
-			r.mu.Lock()
-			r.byNamespace[parts[3]]++
-			r.mu.Unlock()
-		}
-		return rt.RoundTrip(req)
-	})
-}
-
-func (r *podReads) in(namespace string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.byNamespace[namespace]
 }

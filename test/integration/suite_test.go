@@ -33,9 +33,6 @@ var env struct {
 	// manager runs every controller, set up as cmd/manager sets it up,
 	// as the manager's ServiceAccount.
 	manager *harness.Manager
-	// podReads counts the manager's reads of single Pods from the API
-	// server.
-	podReads *podReads
 }
 
 func TestMain(m *testing.M) {
@@ -68,8 +65,6 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env.podReads = newPodReads()
-	mgrCfg.Wrap(env.podReads.wrap)
 	if env.manager, err = harness.StartManager(context.Background(), mgrCfg, manager.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
