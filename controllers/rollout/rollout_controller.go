@@ -97,8 +97,8 @@ type Reconciler struct {
 // fresh (get) when the cache may lack our last write; its status is
 // patched. Workloads are read from the cache (list, watch), their managed
 // fields fresh (get), and their partition written with server-side apply
-// (patch). Pods and revisions are only read from the
-// cache. Events go through the events.k8s.io API.
+// (patch). Pods and revisions are only read from the cache. Events go
+// through the events.k8s.io API.
 //
 // +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts/status,verbs=patch

@@ -706,9 +706,14 @@ func (r scaleReportData) write(w *bytes.Buffer) {
 	for _, k := range r.writes.Sorted() {
 		fmt.Fprintf(w, "    %-40s %d\n", k.String(), r.writes[k])
 	}
-	if n := len(r.samples); n > 1 {
-		gets := nonNeg(r.samples[n-1].Values["gets"] - r.samples[0].Values["gets"])
-		fmt.Fprintf(w, "- manager reads from the API server (its rest_client_requests_total, GET: single objects and lists): %.0f, %.2f per Pod\n", gets, gets/float64(total))
+	if n := len(r.samples); n > 0 {
+		if _, scraped := r.samples[n-1].Values["gets"]; scraped {
+			gets := compare.Increase(compare.Rates(r.samples, "gets"))
+			fmt.Fprintf(w, "- manager reads from the API server (its rest_client_requests_total, GET: single objects and lists): %.0f, %.2f per Pod\n", gets, gets/float64(total))
+		} else {
+			// Not 0: a series that was never scraped is not a manager that read nothing.
+			fmt.Fprintf(w, "- manager reads from the API server: not scraped (no rest_client_requests_total{method=\"GET\"} on its /metrics)\n")
+		}
 	}
 	fmt.Fprintf(w, "- manager peak RSS: %.0f MiB; CPU %.1f s over the update\n", float64(r.peakRSS)/(1<<20), r.cpu)
 	// The split tells the Go runtime's memory (heap, stacks: anonymous)

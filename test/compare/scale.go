@@ -143,19 +143,24 @@ func MaxRate(points []RatePoint) float64 {
 
 // MeanRate is the average rate over the points' whole span.
 func MeanRate(points []RatePoint) float64 {
-	if len(points) == 0 {
-		return 0
-	}
-	var total, secs float64
+	var secs float64
 	for _, p := range points {
-		s := p.To.Sub(p.From).Seconds()
-		total += p.PerSec * s
-		secs += s
+		secs += p.To.Sub(p.From).Seconds()
 	}
 	if secs == 0 {
 		return 0
 	}
-	return total / secs
+	return Increase(points) / secs
+}
+
+// Increase is the counter's increase over the points' whole span, a
+// restart counted from zero as Rates does.
+func Increase(points []RatePoint) float64 {
+	var total float64
+	for _, p := range points {
+		total += p.PerSec * p.To.Sub(p.From).Seconds()
+	}
+	return total
 }
 
 // GoMemory is what the Go runtime held, in bytes, from its own metrics

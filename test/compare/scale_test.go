@@ -131,6 +131,10 @@ func TestRates(t *testing.T) {
 	if got := MeanRate(nil); got != 0 {
 		t.Errorf("MeanRate(nil) = %v, want 0", got)
 	}
+	// 20 + 60, then 10 counted from zero after the restart.
+	if got := Increase(r); got != 90 {
+		t.Errorf("Increase = %v, want 90", got)
+	}
 }
 
 func TestGoMemoryAtPeak(t *testing.T) {
