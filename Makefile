@@ -149,7 +149,7 @@ SCALE_ROLLOUT_PODS ?= 4
 SCALE_ANALYSIS     ?= 6
 # Flags for the manager besides its defaults, e.g. --cloneset-concurrency=16.
 SCALE_MANAGER_ARGS ?=
-# Environment for the manager alone, e.g. GOGC=50 (set for the whole run it
+# Environment for the manager alone, e.g. GOGC=100 (set for the whole run it
 # would reach the API server and kwok as well).
 SCALE_MANAGER_ENV  ?=
 

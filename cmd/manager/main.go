@@ -74,6 +74,10 @@ func run() error {
 		return fmt.Errorf("--controllers names no controller")
 	}
 
+	if percent, ok := manager.GCPercent(os.Getenv); ok {
+		debug.SetGCPercent(percent)
+		setupLog.Info("Go garbage collector target set (GOGC unset)", "percent", percent)
+	}
 	limit, ok, err := manager.SoftMemoryLimit(os.Getenv)
 	if err != nil {
 		return err

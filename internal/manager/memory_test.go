@@ -25,3 +25,24 @@ func TestSoftMemoryLimit(t *testing.T) {
 		})
 	}
 }
+
+func TestGCPercent(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    map[string]string
+		want   int
+		wantOK bool
+	}{
+		{name: "GOGC unset: the manager's default", env: map[string]string{}, want: DefaultGCPercent, wantOK: true},
+		{name: "GOGC set by the operator wins", env: map[string]string{"GOGC": "100"}},
+		{name: "GOGC=off is the operator's too", env: map[string]string{"GOGC": "off"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := GCPercent(func(k string) string { return tt.env[k] })
+			if ok != tt.wantOK || got != tt.want {
+				t.Errorf("GCPercent() = %d, %v; want %d, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}

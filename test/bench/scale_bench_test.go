@@ -46,7 +46,7 @@ var (
 	scaleTimeout      = flag.Duration("scale-timeout", 40*time.Minute, "BenchmarkScale: bound of the creation and of the update")
 	scaleReport       = flag.String("scale-report", "", "BenchmarkScale: write the report here as well")
 	scaleManagerArgs  = flag.String("scale-manager-args", "", "BenchmarkScale: more flags for the manager, space-separated (--cloneset-concurrency=16)")
-	scaleManagerEnv   = flag.String("scale-manager-env", "", "BenchmarkScale: more environment for the manager alone, space-separated KEY=VALUE (GOGC=50)")
+	scaleManagerEnv   = flag.String("scale-manager-env", "", "BenchmarkScale: more environment for the manager alone, space-separated KEY=VALUE (GOGC=100)")
 	scaleSampleEvery  = 2 * time.Second
 	scaleAnalysisTick = 10 * time.Second
 )
