@@ -179,12 +179,14 @@ func BenchmarkScale(b *testing.B) {
 
 	saveHeapProfile(b, "http://"+pprofAddr+"/debug/pprof/heap")
 	writes := countWrites(b, cluster.AuditLogPath(), stepwiseAgent, start, countTo)
+	reactions := tr.reactions()
+	splitAtWrites(b, cluster.AuditLogPath(), start, countTo, reactions.traces)
 	rep := scaleReportData{
 		when: time.Now().UTC(), nBig: nBig, perBig: perBig, nRoll: nRoll, perRoll: perRoll, nodes: nodes,
 		created: settled.Sub(created), patched: patched, bigWall: -1, allWall: end.Sub(start),
 		writes: writes, peakRSS: peakRSS, cpu: cpu,
 		loadBefore: loadBefore, loadAfter: loadAverage(), samples: samples, start: start,
-		reactions: tr.reactions(), rolloutsDone: tr.doneTimes(start),
+		reactions: reactions, rolloutsDone: tr.doneTimes(start),
 	}
 	if !bigDone.IsZero() {
 		rep.bigWall = bigDone.Sub(start)
@@ -518,9 +520,24 @@ type scaleReactions struct {
 	// (seen by the Rollout watch). cloneSetPart and rolloutPart split it at
 	// the CloneSet's status reporting the Pods.
 	gate, cloneSetPart, rolloutPart []time.Duration
+	// traces are the gate reactions' moments, for splitting them further
+	// at the status writes in the API server's audit log (splitAtWrites).
+	traces []gateTrace
 	// analysis: the analysis Passed in status to the next step.
 	analysis []time.Duration
 	missing  int
+}
+
+// gateTrace is one gate reaction: the Rollout (and CloneSet) name, the
+// step, and the moments the benchmark's watches saw; the status writes
+// that carried the CloneSet's count and the Rollout's next step, found in
+// the audit log, split the two parts at the API server.
+type gateTrace struct {
+	name                        string
+	step                        int
+	podAt, statusAt, nextAt     time.Time
+	cloneSetWrite, rolloutWrite compare.WriteTime
+	foundCloneSet, foundRollout bool
 }
 
 func (t *stepTracker) reactions() scaleReactions {
@@ -550,6 +567,7 @@ func (t *stepTracker) reactions() scaleReactions {
 				continue
 			}
 			r.gate = append(r.gate, nextAt.Sub(podAt))
+			r.traces = append(r.traces, gateTrace{name: name, step: i, podAt: podAt, statusAt: statusAt, nextAt: nextAt})
 			r.cloneSetPart = append(r.cloneSetPart, statusAt.Sub(podAt))
 			r.rolloutPart = append(r.rolloutPart, nextAt.Sub(statusAt))
 		}
@@ -562,6 +580,33 @@ func (t *stepTracker) reactions() scaleReactions {
 		}
 	}
 	return r
+}
+
+// writeSlack is how long before a watch event's cause the write that
+// carried it may have completed: the manager's watch can see a Pod ready
+// before the benchmark's does.
+const writeSlack = 2 * time.Second
+
+// splitAtWrites finds, for each gate reaction, the manager's status writes
+// that carried it: the CloneSet's last status write completed by the time
+// its count was seen, and the Rollout's by the time its next step was.
+func splitAtWrites(b *testing.B, auditLog string, from, to time.Time, traces []gateTrace) {
+	const cloneSets, rollouts = "clonesets.stepwise.dev/status", "rollouts.stepwise.dev/status"
+	written := map[compare.WrittenObject][]compare.WriteTime{}
+	eachAuditFile(b, auditLog, func(f io.Reader) error {
+		ws, err := compare.WriteTimes(f, stepwiseAgent, []string{cloneSets, rollouts}, from, to)
+		for obj, times := range ws {
+			written[obj] = append(written[obj], times...)
+		}
+		return err
+	})
+	for i := range traces {
+		t := &traces[i]
+		t.cloneSetWrite, t.foundCloneSet = compare.LastWrite(written[compare.WrittenObject{Resource: cloneSets, Namespace: rollNamespace, Name: t.name}],
+			t.podAt.Add(-writeSlack), t.statusAt)
+		t.rolloutWrite, t.foundRollout = compare.LastWrite(written[compare.WrittenObject{Resource: rollouts, Namespace: rollNamespace, Name: t.name}],
+			t.statusAt.Add(-writeSlack), t.nextAt)
+	}
 }
 
 // doneTimes is each Rollout's time from start to Healthy, sorted.
@@ -738,6 +783,7 @@ func (r scaleReportData) write(w *bytes.Buffer) {
 			ms(compare.Percentile(rc.cloneSetPart, 50)), ms(compare.Percentile(rc.cloneSetPart, 99)),
 			ms(compare.Percentile(rc.rolloutPart, 50)), ms(compare.Percentile(rc.rolloutPart, 99)))
 	}
+	writeSplits(w, r.start, rc.traces)
 	if len(rc.analysis) > 0 {
 		fmt.Fprintf(w, "- step reaction, analysis Passed in status -> next step (%d): p50 %s, p99 %s, max %s\n",
 			len(rc.analysis), ms(compare.Percentile(rc.analysis, 50)), ms(compare.Percentile(rc.analysis, 99)), ms(compare.Percentile(rc.analysis, 100)))
@@ -788,3 +834,53 @@ func (r scaleReportData) write(w *bytes.Buffer) {
 }
 
 func nonNeg(v float64) float64 { return max(v, 0) }
+
+// writeSplits prints the gate reactions split at the manager's status
+// writes, as percentiles of each part and as the slowest reactions whole:
+// the parts' p99s come from different steps, and it is the slowest steps
+// whose parts tell where the tail is.
+func writeSplits(w *bytes.Buffer, start time.Time, traces []gateTrace) {
+	type split struct {
+		trace         gateTrace
+		cs, ro        [3]time.Duration // writer, API server, watch
+		total, csPart time.Duration
+	}
+	var splits []split
+	for _, t := range traces {
+		if !t.foundCloneSet || !t.foundRollout {
+			continue
+		}
+		s := split{trace: t, total: t.nextAt.Sub(t.podAt), csPart: t.statusAt.Sub(t.podAt)}
+		s.cs[0], s.cs[1], s.cs[2] = t.cloneSetWrite.Split(t.podAt, t.statusAt)
+		s.ro[0], s.ro[1], s.ro[2] = t.rolloutWrite.Split(t.statusAt, t.nextAt)
+		splits = append(splits, s)
+	}
+	if len(splits) == 0 {
+		return
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%d", d.Milliseconds()) }
+	part := func(side, i int) []time.Duration {
+		var out []time.Duration
+		for _, s := range splits {
+			if side == 0 {
+				out = append(out, s.cs[i])
+			} else {
+				out = append(out, s.ro[i])
+			}
+		}
+		return out
+	}
+	fmt.Fprintf(w, "    split at the manager's status writes in the audit log (%d of %d steps found), p50 / p99 ms:\n", len(splits), len(traces))
+	for side, name := range []string{"CloneSet (from the Pod ready)", "Rollout (from the CloneSet status)"} {
+		fmt.Fprintf(w, "      %s: manager until its status patch reached the API server %s / %s; API server %s / %s; until the benchmark's watch saw it %s / %s\n", name,
+			ms(compare.Percentile(part(side, 0), 50)), ms(compare.Percentile(part(side, 0), 99)),
+			ms(compare.Percentile(part(side, 1), 50)), ms(compare.Percentile(part(side, 1), 99)),
+			ms(compare.Percentile(part(side, 2), 50)), ms(compare.Percentile(part(side, 2), 99)))
+	}
+	sort.Slice(splits, func(i, j int) bool { return splits[i].total > splits[j].total })
+	fmt.Fprintf(w, "    the slowest, ms (t after the change, Rollout, step: whole = CloneSet: manager + API server + watch | Rollout: manager + API server + watch):\n")
+	for _, s := range splits[:min(8, len(splits))] {
+		fmt.Fprintf(w, "      t+%s %s step %d: %s = %s + %s + %s | %s + %s + %s\n", s.trace.podAt.Sub(start).Round(100*time.Millisecond), s.trace.name, s.trace.step,
+			ms(s.total), ms(s.cs[0]), ms(s.cs[1]), ms(s.cs[2]), ms(s.ro[0]), ms(s.ro[1]), ms(s.ro[2]))
+	}
+}

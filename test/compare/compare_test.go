@@ -46,6 +46,115 @@ func TestCountWrites(t *testing.T) {
 	}
 }
 
+func TestWriteTimes(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+	line := func(agent, resource, sub, name string, code int, received, completed time.Duration) string {
+		return `{"kind":"Event","stage":"ResponseComplete","verb":"patch","userAgent":"` + agent +
+			`","objectRef":{"resource":"` + resource + `","subresource":"` + sub + `","apiGroup":"stepwise.dev","namespace":"ns","name":"` + name +
+			`"},"responseStatus":{"code":` + itoa(code) + `},"requestReceivedTimestamp":"` + t0.Add(received).Format(time.RFC3339Nano) +
+			`","stageTimestamp":"` + t0.Add(completed).Format(time.RFC3339Nano) + `"}`
+	}
+	log := strings.Join([]string{
+		line("stepwise-manager/v1", "clonesets", "status", "a", 200, 100*time.Millisecond, 180*time.Millisecond),
+		line("stepwise-manager/v1", "clonesets", "status", "b", 200, 200*time.Millisecond, 250*time.Millisecond),
+		line("stepwise-manager/v1", "clonesets", "status", "a", 409, 300*time.Millisecond, 310*time.Millisecond), // refused: nothing to see
+		line("stepwise-manager/v1", "clonesets", "", "a", 200, 400*time.Millisecond, 420*time.Millisecond),       // another resource
+		line("kwok/v0.8.0", "clonesets", "status", "a", 200, 500*time.Millisecond, 520*time.Millisecond),         // another client
+		line("stepwise-manager/v1", "rollouts", "status", "a", 200, time.Second, 1100*time.Millisecond),
+		line("stepwise-manager/v1", "clonesets", "status", "a", 200, 1500*time.Millisecond, 1600*time.Millisecond),
+		line("stepwise-manager/v1", "clonesets", "status", "a", 200, 20*time.Second, 21*time.Second), // after the window
+	}, "\n")
+	got, err := WriteTimes(strings.NewReader(log), "stepwise-manager/", []string{"clonesets.stepwise.dev/status", "rollouts.stepwise.dev/status"}, t0, t0.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(received, completed time.Duration) WriteTime {
+		return WriteTime{Received: t0.Add(received), Completed: t0.Add(completed)}
+	}
+	want := map[WrittenObject][]WriteTime{
+		{Resource: "clonesets.stepwise.dev/status", Namespace: "ns", Name: "a"}: {at(100*time.Millisecond, 180*time.Millisecond), at(1500*time.Millisecond, 1600*time.Millisecond)},
+		{Resource: "clonesets.stepwise.dev/status", Namespace: "ns", Name: "b"}: {at(200*time.Millisecond, 250*time.Millisecond)},
+		{Resource: "rollouts.stepwise.dev/status", Namespace: "ns", Name: "a"}:  {at(time.Second, 1100*time.Millisecond)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for obj, ws := range want {
+		if len(got[obj]) != len(ws) {
+			t.Errorf("%v: got %v, want %v", obj, got[obj], ws)
+			continue
+		}
+		for i := range ws {
+			if !got[obj][i].Received.Equal(ws[i].Received) || !got[obj][i].Completed.Equal(ws[i].Completed) {
+				t.Errorf("%v[%d]: got %v, want %v", obj, i, got[obj][i], ws[i])
+			}
+		}
+	}
+	if _, err := WriteTimes(strings.NewReader("not json\n"), "x", nil, t0, t0); err == nil {
+		t.Error("a line that is not an audit event must be an error")
+	}
+}
+
+func TestLastWrite(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+	done := func(ms ...int) []WriteTime {
+		var out []WriteTime
+		for _, m := range ms {
+			out = append(out, WriteTime{Completed: t0.Add(time.Duration(m) * time.Millisecond)})
+		}
+		return out
+	}
+	cases := []struct {
+		name     string
+		writes   []WriteTime
+		from, to int // ms after t0
+		want     int // ms after t0 of the write found; -1: none
+	}{
+		{"none", nil, 0, 1000, -1},
+		{"the last before the event", done(100, 200, 300), 0, 250, 200},
+		{"one completed as the event was seen", done(100, 250), 0, 250, 250},
+		{"all after the event", done(300, 400), 0, 250, -1},
+		{"all before the window", done(100, 200), 500, 900, -1},
+		{"the window's first moment counts", done(100, 500), 500, 900, 500},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := LastWrite(c.writes, t0.Add(time.Duration(c.from)*time.Millisecond), t0.Add(time.Duration(c.to)*time.Millisecond))
+			if c.want < 0 {
+				if ok {
+					t.Errorf("got %v, want none", got.Completed)
+				}
+				return
+			}
+			if !ok || !got.Completed.Equal(t0.Add(time.Duration(c.want)*time.Millisecond)) {
+				t.Errorf("got %v (found %v), want %d ms", got.Completed.Sub(t0), ok, c.want)
+			}
+		})
+	}
+}
+
+func TestWriteTimeSplit(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 21, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	cases := []struct {
+		name                  string
+		from, seen            time.Time
+		write                 WriteTime
+		writer, server, watch int // ms
+	}{
+		{"in order", ms(0), ms(1000), WriteTime{Received: ms(600), Completed: ms(900)}, 600, 300, 100},
+		{"the writer saw the cause first", ms(100), ms(300), WriteTime{Received: ms(50), Completed: ms(250)}, -50, 200, 50},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			writer, server, watch := c.write.Split(c.from, c.seen)
+			if writer != time.Duration(c.writer)*time.Millisecond || server != time.Duration(c.server)*time.Millisecond || watch != time.Duration(c.watch)*time.Millisecond {
+				t.Errorf("Split = %v, %v, %v; want %d, %d, %d ms", writer, server, watch, c.writer, c.server, c.watch)
+			}
+		})
+	}
+}
+
 func itoa(n int) string {
 	if n == 0 {
 		return "0"
