@@ -841,18 +841,19 @@ func nonNeg(v float64) float64 { return max(v, 0) }
 // whose parts tell where the tail is.
 func writeSplits(w *bytes.Buffer, start time.Time, traces []gateTrace) {
 	type split struct {
-		trace         gateTrace
-		cs, ro        [3]time.Duration // writer, API server, watch
-		total, csPart time.Duration
+		trace gateTrace
+		// parts: [CloneSet, Rollout] x [manager, API server, watch].
+		parts [2][3]time.Duration
+		total time.Duration
 	}
 	var splits []split
 	for _, t := range traces {
 		if !t.foundCloneSet || !t.foundRollout {
 			continue
 		}
-		s := split{trace: t, total: t.nextAt.Sub(t.podAt), csPart: t.statusAt.Sub(t.podAt)}
-		s.cs[0], s.cs[1], s.cs[2] = t.cloneSetWrite.Split(t.podAt, t.statusAt)
-		s.ro[0], s.ro[1], s.ro[2] = t.rolloutWrite.Split(t.statusAt, t.nextAt)
+		s := split{trace: t, total: t.nextAt.Sub(t.podAt)}
+		s.parts[0][0], s.parts[0][1], s.parts[0][2] = t.cloneSetWrite.Split(t.podAt, t.statusAt)
+		s.parts[1][0], s.parts[1][1], s.parts[1][2] = t.rolloutWrite.Split(t.statusAt, t.nextAt)
 		splits = append(splits, s)
 	}
 	if len(splits) == 0 {
@@ -860,13 +861,9 @@ func writeSplits(w *bytes.Buffer, start time.Time, traces []gateTrace) {
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%d", d.Milliseconds()) }
 	part := func(side, i int) []time.Duration {
-		var out []time.Duration
+		out := make([]time.Duration, 0, len(splits))
 		for _, s := range splits {
-			if side == 0 {
-				out = append(out, s.cs[i])
-			} else {
-				out = append(out, s.ro[i])
-			}
+			out = append(out, s.parts[side][i])
 		}
 		return out
 	}
@@ -881,6 +878,6 @@ func writeSplits(w *bytes.Buffer, start time.Time, traces []gateTrace) {
 	fmt.Fprintf(w, "    the slowest, ms (t after the change, Rollout, step: whole = CloneSet: manager + API server + watch | Rollout: manager + API server + watch):\n")
 	for _, s := range splits[:min(8, len(splits))] {
 		fmt.Fprintf(w, "      t+%s %s step %d: %s = %s + %s + %s | %s + %s + %s\n", s.trace.podAt.Sub(start).Round(100*time.Millisecond), s.trace.name, s.trace.step,
-			ms(s.total), ms(s.cs[0]), ms(s.cs[1]), ms(s.cs[2]), ms(s.ro[0]), ms(s.ro[1]), ms(s.ro[2]))
+			ms(s.total), ms(s.parts[0][0]), ms(s.parts[0][1]), ms(s.parts[0][2]), ms(s.parts[1][0]), ms(s.parts[1][1]), ms(s.parts[1][2]))
 	}
 }

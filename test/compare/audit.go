@@ -59,7 +59,8 @@ func (w Writes) Sorted() []WriteKey {
 	return keys
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event the count needs.
+// auditEvent is the part of an audit.k8s.io/v1 Event that CountWrites and
+// WriteTimes need.
 type auditEvent struct {
 	Stage                    string    `json:"stage"`
 	Verb                     string    `json:"verb"`
@@ -126,8 +127,8 @@ type WriteTime struct {
 
 // WriteTimes reads an audit log as CountWrites does and lists, for each
 // object of the given resources, the times of the writes that succeeded,
-// in the log's order (the order they completed). A refused write (409)
-// changed nothing a watch could see, so it is left out.
+// in the log's order (the order they completed). A refused write (409,
+// or any other error) changed nothing a watch could see, so it is left out.
 func WriteTimes(r io.Reader, agentPrefix string, resources []string, from, to time.Time) (map[WrittenObject][]WriteTime, error) {
 	wanted := map[string]bool{}
 	for _, res := range resources {
