@@ -46,6 +46,7 @@ type Reconciler struct {
 	engine       *inplace.Engine
 	expectations *expectations
 	statusWrites *statusWrites
+	gateWaits    *gateWaits
 }
 
 // RBAC: only the verbs the code calls. CloneSets, Pods and revisions are
@@ -79,6 +80,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	r.engine = inplace.New(inplace.NewControllerRuntimePodClient(r.Client, r.APIReader), r.Clock)
 	r.expectations = newExpectations(r.Clock.Now)
 	r.statusWrites = newStatusWrites()
+	r.gateWaits = newGateWaits()
 	if r.Pods == nil {
 		return errors.New("the CloneSet controller needs the cache's Pod stores (Reconciler.Pods)")
 	}
@@ -93,7 +95,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 			predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// Pods and Rollouts bring a governed CloneSet ahead of the others
 		// (cloneset_priority.go).
-		Watches(&corev1.Pod{}, podEvents(r.governed)).
+		Watches(&corev1.Pod{}, podEvents(r.governed, r.gateWaits)).
 		Owns(&appsv1.ControllerRevision{}).
 		// A Rollout that names a CloneSet governs how far its Pods move.
 		Watches(&stepwisev1.Rollout{}, rolloutEvents(), builder.WithPredicates(governorChanged)).
@@ -104,6 +106,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 // Reconcile moves one CloneSet one round closer to its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	logger := log.FromContext(ctx)
+	r.gateWaits.started(req.NamespacedName)
 	cs := &stepwisev1.CloneSet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cs); err != nil {
 		if apierrors.IsNotFound(err) {

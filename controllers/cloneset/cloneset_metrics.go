@@ -13,6 +13,7 @@ type Metrics struct {
 	InPlaceUpdatesFailed    *prometheus.CounterVec
 	InPlaceUpdateDuration   *prometheus.HistogramVec
 	PodsRecreated           *prometheus.CounterVec
+	RoundsHandedOver        *prometheus.CounterVec
 }
 
 // NewMetrics builds the metric vectors, labelled by CloneSet namespace and name.
@@ -40,12 +41,16 @@ func NewMetrics() *Metrics {
 			Name: "stepwise_pods_recreated_total",
 			Help: "Pods deleted to be recreated on another revision because the change could not be made in place.",
 		}, labels),
+		RoundsHandedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stepwise_cloneset_rounds_handed_over_total",
+			Help: "Rounds of this CloneSet, which no Rollout governs, that ended before their Pod write limit to hand their worker to a governed CloneSet whose Pod turned ready.",
+		}, labels),
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.InPlaceUpdatesStarted, m.InPlaceUpdatesSucceeded, m.InPlaceUpdatesFailed, m.InPlaceUpdateDuration, m.PodsRecreated}
+	return []prometheus.Collector{m.InPlaceUpdatesStarted, m.InPlaceUpdatesSucceeded, m.InPlaceUpdatesFailed, m.InPlaceUpdateDuration, m.PodsRecreated, m.RoundsHandedOver}
 }
 
 // forget drops a deleted CloneSet's series, so that a cluster that creates
@@ -58,7 +63,7 @@ func (m *Metrics) forget(ns, name string) {
 	l := prometheus.Labels{"namespace": ns, "cloneset": name}
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{m.InPlaceUpdatesStarted, m.InPlaceUpdatesSucceeded, m.InPlaceUpdatesFailed, m.InPlaceUpdateDuration, m.PodsRecreated} {
+	}{m.InPlaceUpdatesStarted, m.InPlaceUpdatesSucceeded, m.InPlaceUpdatesFailed, m.InPlaceUpdateDuration, m.PodsRecreated, m.RoundsHandedOver} {
 		v.DeletePartialMatch(l)
 	}
 }

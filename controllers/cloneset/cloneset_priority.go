@@ -2,10 +2,12 @@ package cloneset
 
 import (
 	"context"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -49,26 +51,28 @@ var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
 // podEvents enqueues the CloneSet that controls a Pod, as Owns would, at
 // governedPriority when a Rollout governs that CloneSet. Events of the
 // initial list and resyncs (no new resourceVersion) keep the low priority
-// controller-runtime gives them.
-func podEvents(governed func(context.Context, client.ObjectKey) bool) handler.EventHandler {
+// controller-runtime gives them. A key queued at gatePriority is also told
+// to gates (nil: nobody listens), so that a long round can hand its worker
+// over.
+func podEvents(governed func(context.Context, client.ObjectKey) bool, gates *gateWaits) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, raiseIf(!e.IsInInitialList, governedPriority), governed)
+			enqueueController(ctx, e.Object, q, raiseIf(!e.IsInInitialList, governedPriority), governed, nil)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			changed := e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
-			enqueueController(ctx, e.ObjectNew, q, raiseIf(changed, updatePriority(e.ObjectOld, e.ObjectNew)), governed)
+			enqueueController(ctx, e.ObjectNew, q, raiseIf(changed, updatePriority(e.ObjectOld, e.ObjectNew)), governed, gates)
 			// A Pod's controller hardly ever changes; when it does (orphaned,
 			// adopted), the one it left must look too.
 			if old := metav1.GetControllerOfNoCopy(e.ObjectOld); old != nil && !sameController(old, metav1.GetControllerOfNoCopy(e.ObjectNew)) {
-				enqueueController(ctx, e.ObjectOld, q, 0, governed)
+				enqueueController(ctx, e.ObjectOld, q, 0, governed, nil)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, governedPriority, governed)
+			enqueueController(ctx, e.Object, q, governedPriority, governed, nil)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueueController(ctx, e.Object, q, 0, governed)
+			enqueueController(ctx, e.Object, q, 0, governed, nil)
 		},
 	}
 }
@@ -99,8 +103,10 @@ func sameController(a, b *metav1.OwnerReference) bool {
 
 // enqueueController adds obj's controlling CloneSet, if any, at priority
 // when a Rollout governs it (0: the queue's default). The queue keeps one
-// entry per key, at the highest priority it was added with.
-func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], priority int, governed func(context.Context, client.ObjectKey) bool) {
+// entry per key, at the highest priority it was added with. At
+// gatePriority the key is told to gates (when not nil) before it is
+// queued, so a worker that takes it at once finds it to clear.
+func enqueueController(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], priority int, governed func(context.Context, client.ObjectKey) bool, gates *gateWaits) {
 	owner := metav1.GetControllerOfNoCopy(obj)
 	if owner == nil || owner.Kind != cloneSetGroupKind.Kind {
 		return
@@ -111,6 +117,9 @@ func enqueueController(ctx context.Context, obj client.Object, q workqueue.Typed
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}}
 	if priority != 0 && !governed(ctx, req.NamespacedName) {
 		priority = 0
+	}
+	if priority == gatePriority && gates != nil {
+		gates.raise(req.NamespacedName)
 	}
 	add(q, req, priority)
 }
@@ -156,4 +165,72 @@ func (r *Reconciler) governed(ctx context.Context, key client.ObjectKey) bool {
 		return false
 	}
 	return cs.Status.Rollout != nil
+}
+
+// gateWaits hands a worker to a governed CloneSet whose Pod just turned
+// ready. gatePriority puts its key first in the queue, but the queue can
+// only give it to a worker that is free: during a mass update all of them
+// may be in rounds of CloneSets nobody waits on, each writing up to
+// maxPodsWrittenPerRound Pods, which took 2.7 s per round on a loaded API
+// server. That wait was the tail of the Rollouts' gate reaction
+// (docs/benchmarks.md, fourteenth pass: 0.4-1.8 s of the slowest steps).
+// So such a round asks, before each further Pod write, whether a gate
+// waits; the first to ask ends its round and its worker takes the key.
+//
+// Each waiting key is claimed by one round at most, so one gate event ends
+// one round, not every round running. A key leaves when a worker starts on
+// it; one queued again while a worker holds it is started again afterwards,
+// so none stays behind. A claim that another worker beat to the key costs
+// one round that ended early: its CloneSet's own watch events bring the
+// next.
+type gateWaits struct {
+	mu sync.Mutex
+	// claimed is, for each key waiting, whether a round has ended for it.
+	claimed map[types.NamespacedName]bool
+	// unclaimed counts the false entries of claimed: a round asks before
+	// each Pod it would write, and nearly always none waits.
+	unclaimed int
+}
+
+func newGateWaits() *gateWaits {
+	return &gateWaits{claimed: map[types.NamespacedName]bool{}}
+}
+
+// raise records that key was queued at gatePriority. A key already waiting
+// keeps its claim.
+func (w *gateWaits) raise(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.claimed[key]; !ok {
+		w.claimed[key] = false
+		w.unclaimed++
+	}
+}
+
+// claim says whether a waiting key has no round ended for it yet, and
+// claims it: the caller ends its round.
+func (w *gateWaits) claim() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.unclaimed == 0 {
+		return false
+	}
+	for key, claimed := range w.claimed {
+		if !claimed {
+			w.claimed[key] = true
+			w.unclaimed--
+			return true
+		}
+	}
+	return false
+}
+
+// started records that a worker took key.
+func (w *gateWaits) started(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if claimed, ok := w.claimed[key]; ok && !claimed {
+		w.unclaimed--
+	}
+	delete(w.claimed, key)
 }

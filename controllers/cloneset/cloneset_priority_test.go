@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -27,7 +28,7 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 		return &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "canary", ResourceVersion: rv},
 			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "canary"}}}
 	}
-	pods, rollouts := podEvents(governed), rolloutEvents()
+	pods, rollouts := podEvents(governed, nil), rolloutEvents()
 	// podUpdate sends the update of a Pod from before to after.
 	podUpdate := func(before, after *corev1.Pod) func(context.Context, priorityqueue.PriorityQueue[reconcile.Request]) {
 		return func(ctx context.Context, q priorityqueue.PriorityQueue[reconcile.Request]) {
@@ -136,7 +137,7 @@ func TestGovernedCloneSetsGoFirst(t *testing.T) {
 func TestReadyCanaryOvertakesGovernedKeys(t *testing.T) {
 	q := priorityqueue.New[reconcile.Request]("test")
 	defer q.ShutDown()
-	pods := podEvents(func(context.Context, client.ObjectKey) bool { return true })
+	pods := podEvents(func(context.Context, client.ObjectKey) bool { return true }, nil)
 	ctx := context.Background()
 	update := func(before, after *corev1.Pod) {
 		pods.Update(ctx, event.UpdateEvent{ObjectOld: before, ObjectNew: after}, q)
@@ -155,7 +156,7 @@ func TestReadyCanaryOvertakesGovernedKeys(t *testing.T) {
 func TestGovernedCloneSetOvertakesTheQueue(t *testing.T) {
 	q := priorityqueue.New[reconcile.Request]("test")
 	defer q.ShutDown()
-	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name == "canary" })
+	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name == "canary" }, nil)
 	ctx := context.Background()
 	for _, owner := range []string{"fleet-a", "fleet-b", "canary"} {
 		pods.Update(ctx, event.UpdateEvent{ObjectOld: cloneSetPod(owner, "1"), ObjectNew: cloneSetPod(owner, "2")}, q)
@@ -207,4 +208,89 @@ func drain(q priorityqueue.PriorityQueue[reconcile.Request], n int) []string {
 		q.Done(req)
 	}
 	return order
+}
+
+// TestGateEventsWaitForAWorker: only a governed CloneSet's Pod turning
+// ready makes its key wait for a worker that a long round hands over;
+// other events of governed Pods, and any of ungoverned ones, do not.
+func TestGateEventsWaitForAWorker(t *testing.T) {
+	gates := newGateWaits()
+	pods := podEvents(func(_ context.Context, key client.ObjectKey) bool { return key.Name != "fleet" }, gates)
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	ctx := context.Background()
+	update := func(before, after *corev1.Pod) {
+		pods.Update(ctx, event.UpdateEvent{ObjectOld: before, ObjectNew: after}, q)
+	}
+	update(cloneSetPod("restarting", "1"), cloneSetPod("restarting", "2"))
+	update(unreadyPod("fleet", "1"), readyPod("fleet", "2"))
+	update(unreadyPod("resynced", "2"), readyPod("resynced", "2"))
+	pods.Delete(ctx, event.DeleteEvent{Object: cloneSetPod("deleted", "1")}, q)
+	if gates.claim() {
+		t.Fatal("a round was asked to hand over its worker, but no governed Pod turned ready")
+	}
+	update(unreadyPod("canary", "1"), readyPod("canary", "2"))
+	if !gates.claim() {
+		t.Fatal("a governed Pod turned ready, but no round was asked to hand over its worker")
+	}
+}
+
+// TestGateWaitsEndOneRoundPerKey: each waiting key ends one round; a key a
+// worker took ends none; a key queued again while claimed is not claimed
+// twice.
+func TestGateWaitsEndOneRoundPerKey(t *testing.T) {
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
+	type step struct {
+		raise, start string
+		// claim asks as a round would; want is its answer.
+		claim, want bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{{
+		name:  "none waits",
+		steps: []step{{claim: true, want: false}},
+	}, {
+		name:  "one key ends one round",
+		steps: []step{{raise: "a"}, {claim: true, want: true}, {claim: true, want: false}},
+	}, {
+		name:  "two keys end two rounds",
+		steps: []step{{raise: "a"}, {raise: "b"}, {claim: true, want: true}, {claim: true, want: true}, {claim: true, want: false}},
+	}, {
+		name:  "a key raised twice ends one round",
+		steps: []step{{raise: "a"}, {raise: "a"}, {claim: true, want: true}, {claim: true, want: false}},
+	}, {
+		name:  "a key raised again once claimed keeps its claim",
+		steps: []step{{raise: "a"}, {claim: true, want: true}, {raise: "a"}, {claim: true, want: false}},
+	}, {
+		name:  "a key a free worker took ends no round",
+		steps: []step{{raise: "a"}, {start: "a"}, {claim: true, want: false}},
+	}, {
+		name:  "a claimed key taken, then raised again, ends another round",
+		steps: []step{{raise: "a"}, {claim: true, want: true}, {start: "a"}, {raise: "a"}, {claim: true, want: true}},
+	}, {
+		name:  "a key taken leaves the others waiting",
+		steps: []step{{raise: "a"}, {raise: "b"}, {start: "a"}, {claim: true, want: true}, {claim: true, want: false}},
+	}, {
+		name:  "a key never raised, taken, changes nothing",
+		steps: []step{{raise: "a"}, {start: "z"}, {claim: true, want: true}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gates := newGateWaits()
+			for i, s := range tt.steps {
+				switch {
+				case s.raise != "":
+					gates.raise(key(s.raise))
+				case s.start != "":
+					gates.started(key(s.start))
+				case s.claim:
+					if got := gates.claim(); got != s.want {
+						t.Fatalf("step %d: claim = %v, want %v", i, got, s.want)
+					}
+				}
+			}
+		})
+	}
 }

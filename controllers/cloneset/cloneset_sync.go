@@ -36,13 +36,16 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	// Refreshes come first: they bring Pods back into service. Those left
 	// over for want of budget count as unavailable in this round's plan,
 	// which only makes it move fewer.
-	budget := maxPodsWrittenPerRound
+	budget := podWriteBudget{left: maxPodsWrittenPerRound}
+	if round.gov.rollout == "" {
+		budget.handOver = r.gateWaits.claim
+	}
 	refreshedAll := true
 	for _, pod := range round.pods {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		if budget == 0 {
+		if !budget.allow() {
 			refreshedAll = false
 			break
 		}
@@ -51,7 +54,7 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 			return 0, err
 		}
 		if wrote {
-			budget--
+			budget.spend()
 		}
 		requeue.at(delay)
 	}
@@ -78,21 +81,30 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	if err := r.deletePods(ctx, round, key, p.Delete); err != nil {
 		return 0, err
 	}
-	updates, rollbacks, more := limitMoves(p.Update, p.Rollback, budget)
+	updates, rollbacks, more := limitMoves(p.Update, p.Rollback, budget.left)
 	more = more || !refreshedAll
+	moves := make([]podMove, 0, len(updates)+len(rollbacks))
 	for _, name := range updates {
-		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.update)
-		if err != nil {
-			return 0, err
-		}
-		requeue.at(delay)
+		moves = append(moves, podMove{name, round.revs.update})
 	}
 	for _, name := range rollbacks {
-		delay, err := r.movePod(ctx, round, key, round.podsByName[name], round.revs.current)
+		moves = append(moves, podMove{name, round.revs.current})
+	}
+	for _, m := range moves {
+		if !budget.allow() {
+			more = true
+			break
+		}
+		delay, err := r.movePod(ctx, round, key, round.podsByName[m.pod], m.target)
 		if err != nil {
 			return 0, err
 		}
+		budget.spend()
 		requeue.at(delay)
+	}
+	if budget.handedOver {
+		r.Metrics.RoundsHandedOver.WithLabelValues(cs.Namespace, cs.Name).Inc()
+		log.FromContext(ctx).V(1).Info("round ended early: a governed CloneSet's Pod turned ready and waits for a worker", "podsWritten", budget.written)
 	}
 	if more {
 		// The writes' own watch events bring the next round; this is the
@@ -404,6 +416,44 @@ func blockerGrace(round *syncRound, blockers []string) time.Duration {
 // had its first Pod ready on the new image after about 19 s (2000 writes
 // first).
 const maxPodsWrittenPerRound = 20
+
+// podWriteBudget is what is left of a round's Pod writes: at most
+// maxPodsWrittenPerRound Pods, and, for a CloneSet no Rollout governs,
+// none more once handOver says a governed CloneSet's gate event waits for
+// a worker (gateWaits). A round always writes its first Pod, so every
+// round moves its CloneSet along.
+type podWriteBudget struct {
+	left, written int
+	// handOver claims a waiting gate for this round; nil: never.
+	handOver func() bool
+	// handedOver is true once handOver ended the round.
+	handedOver bool
+}
+
+// allow says whether the round may write one more Pod. When handOver
+// answers yes, the round is over: nothing more is allowed.
+func (b *podWriteBudget) allow() bool {
+	if b.left <= 0 {
+		return false
+	}
+	if b.written > 0 && b.handOver != nil && b.handOver() {
+		b.left, b.handedOver = 0, true
+		return false
+	}
+	return true
+}
+
+// spend counts one Pod written.
+func (b *podWriteBudget) spend() {
+	b.left--
+	b.written++
+}
+
+// podMove is one Pod of the plan to bring to a revision.
+type podMove struct {
+	pod    string
+	target *appsv1.ControllerRevision
+}
 
 // limitMoves keeps at most limit moves, updates first, and says whether any
 // were left for the next round.

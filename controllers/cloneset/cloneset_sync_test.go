@@ -41,3 +41,61 @@ func TestLimitMoves(t *testing.T) {
 		})
 	}
 }
+
+// TestPodWriteBudget: a round writes at most its limit; a round that may
+// hand over its worker writes its first Pod whatever waits, and no more
+// once a gate waits.
+func TestPodWriteBudget(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit int
+		// mayHandOver is whether the round's CloneSet is ungoverned.
+		mayHandOver bool
+		// gateAfter is how many Pods the round has written when a gate
+		// event starts to wait; -1 for never.
+		gateAfter int
+		want      int
+	}{
+		{name: "no gate: the limit", limit: 5, mayHandOver: true, gateAfter: -1, want: 5},
+		{name: "a gate waits from the start: the first Pod only", limit: 5, mayHandOver: true, gateAfter: 0, want: 1},
+		{name: "a gate comes after three Pods: three", limit: 5, mayHandOver: true, gateAfter: 3, want: 3},
+		{name: "a gate comes as the limit is reached: the limit", limit: 5, mayHandOver: true, gateAfter: 5, want: 5},
+		{name: "a governed round does not hand over", limit: 5, mayHandOver: false, gateAfter: 0, want: 5},
+		{name: "no budget: nothing, gate or not", limit: 0, mayHandOver: true, gateAfter: 0, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			waiting := tt.gateAfter == 0
+			asked := 0
+			budget := podWriteBudget{left: tt.limit}
+			if tt.mayHandOver {
+				budget.handOver = func() bool {
+					asked++
+					claimed := waiting
+					waiting = false
+					return claimed
+				}
+			}
+			written := 0
+			for budget.allow() {
+				budget.spend()
+				written++
+				if written == tt.gateAfter {
+					waiting = true
+				}
+				if written > tt.limit {
+					t.Fatalf("wrote %d Pods, more than the limit %d", written, tt.limit)
+				}
+			}
+			if written != tt.want {
+				t.Fatalf("wrote %d Pods, want %d", written, tt.want)
+			}
+			if budget.allow() {
+				t.Fatal("the round allowed another write after it ended")
+			}
+			if tt.mayHandOver && tt.gateAfter >= 0 && tt.gateAfter < tt.limit && asked == 0 {
+				t.Fatal("the round never asked whether a gate waits")
+			}
+		})
+	}
+}

@@ -638,6 +638,7 @@ var scaleSeries = map[string]compare.SeriesMatch{
 	"cs_time_count": {Metric: "controller_runtime_reconcile_time_seconds_count", Labels: []string{`controller="cloneset"`}},
 	// Reads around the cache: the audit policy logs no reads.
 	"gets": {Metric: "rest_client_requests_total", Labels: []string{`method="GET"`}},
+	"handovers": {Metric: "stepwise_cloneset_rounds_handed_over_total"},
 }
 
 var promSeries = map[string]compare.SeriesMatch{
@@ -795,6 +796,15 @@ func (r scaleReportData) write(w *bytes.Buffer) {
 	cs, ro := compare.Rates(r.samples, "cs_reconciles"), compare.Rates(r.samples, "ro_reconciles")
 	fmt.Fprintf(w, "- Prometheus queries/s (its prometheus_http_requests_total, /api/v1/query): mean %.1f, max %.1f\n", compare.MeanRate(q), compare.MaxRate(q))
 	fmt.Fprintf(w, "- reconciles/s: CloneSet mean %.1f max %.1f; Rollout mean %.1f max %.1f\n", compare.MeanRate(cs), compare.MaxRate(cs), compare.MeanRate(ro), compare.MaxRate(ro))
+	if n := len(r.samples); n > 0 {
+		if _, scraped := r.samples[n-1].Values["handovers"]; scraped {
+			fmt.Fprintf(w, "- CloneSet rounds ended early to hand their worker to a governed CloneSet whose Pod turned ready: %.0f\n",
+				compare.Increase(compare.Rates(r.samples, "handovers")))
+		} else {
+			// The counter has no series until the first hand-over.
+			fmt.Fprintf(w, "- CloneSet rounds ended early for a governed CloneSet: none on /metrics (none happened, or a manager without stepwise_cloneset_rounds_handed_over_total)\n")
+		}
+	}
 	maxDepth := map[string]float64{}
 	for _, s := range r.samples {
 		for _, k := range []string{"cs_depth", "ro_depth", "rss_mib"} {
