@@ -107,6 +107,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	logger := log.FromContext(ctx)
 	r.gateWaits.started(req.NamespacedName)
+	defer r.gateWaits.finished(req.NamespacedName)
 	cs := &stepwisev1.CloneSet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cs); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -177,23 +177,28 @@ func (r *Reconciler) governed(ctx context.Context, key client.ObjectKey) bool {
 // So such a round asks, before each further Pod write, whether a gate
 // waits; the first to ask ends its round and its worker takes the key.
 //
-// Each waiting key is claimed by one round at most, so one gate event ends
-// one round, not every round running. A key leaves when a worker starts on
-// it; one queued again while a worker holds it is started again afterwards,
-// so none stays behind. A claim that another worker beat to the key costs
-// one round that ended early: its CloneSet's own watch events bring the
-// next.
+// Each waiting key ends one round at most, so one gate event does not end
+// every round running. A key a worker holds cannot be given to another:
+// queued again meanwhile (its next canary Pod turned ready during its
+// round), it waits unclaimed until that worker is done with it. A key
+// leaves when a worker starts on it. A round ended for a key that another
+// worker took first costs only that: its CloneSet's own watch events bring
+// its next round.
 type gateWaits struct {
 	mu sync.Mutex
-	// claimed is, for each key waiting, whether a round has ended for it.
-	claimed map[types.NamespacedName]bool
-	// unclaimed counts the false entries of claimed: a round asks before
-	// each Pod it would write, and nearly always none waits.
-	unclaimed int
+	// waiting holds the keys queued at gatePriority that no worker has
+	// started since, each with whether a round has ended for it.
+	waiting map[types.NamespacedName]bool
+	// processing holds the keys a worker is on.
+	processing map[types.NamespacedName]bool
+	// claimable counts the waiting keys not claimed and not processing: a
+	// round asks before each Pod it would write, and nearly always none
+	// waits.
+	claimable int
 }
 
 func newGateWaits() *gateWaits {
-	return &gateWaits{claimed: map[types.NamespacedName]bool{}}
+	return &gateWaits{waiting: map[types.NamespacedName]bool{}, processing: map[types.NamespacedName]bool{}}
 }
 
 // raise records that key was queued at gatePriority. A key already waiting
@@ -201,36 +206,51 @@ func newGateWaits() *gateWaits {
 func (w *gateWaits) raise(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.claimed[key]; !ok {
-		w.claimed[key] = false
-		w.unclaimed++
+	if _, ok := w.waiting[key]; ok {
+		return
+	}
+	w.waiting[key] = false
+	if !w.processing[key] {
+		w.claimable++
 	}
 }
 
-// claim says whether a waiting key has no round ended for it yet, and
-// claims it: the caller ends its round.
+// claim says whether a key waits that no round has ended for yet and no
+// worker holds, and claims it: the caller ends its round.
 func (w *gateWaits) claim() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.unclaimed == 0 {
+	if w.claimable == 0 {
 		return false
 	}
-	for key, claimed := range w.claimed {
-		if !claimed {
-			w.claimed[key] = true
-			w.unclaimed--
+	for key, claimed := range w.waiting {
+		if !claimed && !w.processing[key] {
+			w.waiting[key] = true
+			w.claimable--
 			return true
 		}
 	}
 	return false
 }
 
-// started records that a worker took key.
+// started records that a worker took key; finished, that it let go.
 func (w *gateWaits) started(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if claimed, ok := w.claimed[key]; ok && !claimed {
-		w.unclaimed--
+	if claimed, ok := w.waiting[key]; ok {
+		if !claimed && !w.processing[key] {
+			w.claimable--
+		}
+		delete(w.waiting, key)
 	}
-	delete(w.claimed, key)
+	w.processing[key] = true
+}
+
+func (w *gateWaits) finished(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.processing, key)
+	if claimed, ok := w.waiting[key]; ok && !claimed {
+		w.claimable++
+	}
 }

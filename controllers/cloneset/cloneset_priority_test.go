@@ -237,44 +237,50 @@ func TestGateEventsWaitForAWorker(t *testing.T) {
 
 // TestGateWaitsEndOneRoundPerKey: each waiting key ends one round; a key a
 // worker took ends none; a key queued again while claimed is not claimed
-// twice.
+// twice; a key queued again while a worker holds it ends a round only once
+// that worker is done with it, since no other worker could take it before.
 func TestGateWaitsEndOneRoundPerKey(t *testing.T) {
 	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: name} }
 	type step struct {
-		raise, start string
+		raise, start, finish string
 		// claim asks as a round would; want is its answer.
 		claim, want bool
 	}
+	claimed := step{claim: true, want: true}
+	none := step{claim: true, want: false}
 	tests := []struct {
 		name  string
 		steps []step
 	}{{
 		name:  "none waits",
-		steps: []step{{claim: true, want: false}},
+		steps: []step{none},
 	}, {
 		name:  "one key ends one round",
-		steps: []step{{raise: "a"}, {claim: true, want: true}, {claim: true, want: false}},
+		steps: []step{{raise: "a"}, claimed, none},
 	}, {
 		name:  "two keys end two rounds",
-		steps: []step{{raise: "a"}, {raise: "b"}, {claim: true, want: true}, {claim: true, want: true}, {claim: true, want: false}},
+		steps: []step{{raise: "a"}, {raise: "b"}, claimed, claimed, none},
 	}, {
 		name:  "a key raised twice ends one round",
-		steps: []step{{raise: "a"}, {raise: "a"}, {claim: true, want: true}, {claim: true, want: false}},
+		steps: []step{{raise: "a"}, {raise: "a"}, claimed, none},
 	}, {
 		name:  "a key raised again once claimed keeps its claim",
-		steps: []step{{raise: "a"}, {claim: true, want: true}, {raise: "a"}, {claim: true, want: false}},
+		steps: []step{{raise: "a"}, claimed, {raise: "a"}, none},
 	}, {
 		name:  "a key a free worker took ends no round",
-		steps: []step{{raise: "a"}, {start: "a"}, {claim: true, want: false}},
+		steps: []step{{raise: "a"}, {start: "a"}, none, {finish: "a"}, none},
 	}, {
-		name:  "a claimed key taken, then raised again, ends another round",
-		steps: []step{{raise: "a"}, {claim: true, want: true}, {start: "a"}, {raise: "a"}, {claim: true, want: true}},
+		name:  "a key raised while a worker holds it waits for that worker",
+		steps: []step{{start: "a"}, {raise: "a"}, none, {finish: "a"}, claimed, none},
+	}, {
+		name:  "a claimed key taken, then raised again while held, ends another round once let go",
+		steps: []step{{raise: "a"}, claimed, {start: "a"}, {raise: "a"}, none, {finish: "a"}, claimed},
 	}, {
 		name:  "a key taken leaves the others waiting",
-		steps: []step{{raise: "a"}, {raise: "b"}, {start: "a"}, {claim: true, want: true}, {claim: true, want: false}},
+		steps: []step{{raise: "a"}, {raise: "b"}, {start: "a"}, claimed, none},
 	}, {
-		name:  "a key never raised, taken, changes nothing",
-		steps: []step{{raise: "a"}, {start: "z"}, {claim: true, want: true}},
+		name:  "other keys taken and let go change nothing",
+		steps: []step{{raise: "a"}, {start: "z"}, {finish: "z"}, claimed, none},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -285,6 +291,8 @@ func TestGateWaitsEndOneRoundPerKey(t *testing.T) {
 					gates.raise(key(s.raise))
 				case s.start != "":
 					gates.started(key(s.start))
+				case s.finish != "":
+					gates.finished(key(s.finish))
 				case s.claim:
 					if got := gates.claim(); got != s.want {
 						t.Fatalf("step %d: claim = %v, want %v", i, got, s.want)

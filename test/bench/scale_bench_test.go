@@ -637,7 +637,7 @@ var scaleSeries = map[string]compare.SeriesMatch{
 	"cs_time_sum":   {Metric: "controller_runtime_reconcile_time_seconds_sum", Labels: []string{`controller="cloneset"`}},
 	"cs_time_count": {Metric: "controller_runtime_reconcile_time_seconds_count", Labels: []string{`controller="cloneset"`}},
 	// Reads around the cache: the audit policy logs no reads.
-	"gets": {Metric: "rest_client_requests_total", Labels: []string{`method="GET"`}},
+	"gets":      {Metric: "rest_client_requests_total", Labels: []string{`method="GET"`}},
 	"handovers": {Metric: "stepwise_cloneset_rounds_handed_over_total"},
 }
 
