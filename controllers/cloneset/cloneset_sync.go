@@ -403,13 +403,14 @@ func blockerGrace(round *syncRound, blockers []string) time.Duration {
 
 // maxPodsWrittenPerRound bounds the Pods one reconcile writes: refreshes
 // (one write each) and moves (two writes in a row). A worker holds one
-// CloneSet until its round ends, so the round's length is how long a
-// CloneSet whose Rollout waits on it may wait for a free worker, even at
-// the head of the queue (cloneset_priority.go): with 10 CloneSets of 1000
-// Pods updating at once on 4 workers, rounds of 50 moves or of hundreds of
-// refreshes held every worker for seconds. 20 Pods is at most 40 writes,
-// about a second on an API server that answers a write in 25 ms (0.8-1.4 s
-// measured at 10,800 Pods); rounds of 10 were slower overall
+// CloneSet until its round ends: with 10 CloneSets of 1000 Pods updating
+// at once on 4 workers, rounds of 50 moves or of hundreds of refreshes
+// held every worker for seconds, while a CloneSet whose Rollout waited on
+// it sat at the head of the queue (cloneset_priority.go). Such a wait now
+// ends a round sooner (gateWaits); the bound still keeps each round short.
+// 20 Pods is at most 40 writes, about a second on an API server that
+// answers a write in 25 ms (0.8-2.7 s measured at 10,800 Pods); rounds of
+// 10 were slower overall
 // (docs/benchmarks.md). The rest goes to the next round, which the writes'
 // own watch events bring. Rounds also bring the first Pods back while the
 // rest still move: unbounded, a 1000-Pod CloneSet at maxUnavailable 100%
