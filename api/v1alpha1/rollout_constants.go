@@ -136,10 +136,21 @@ const (
 	// this one leaves it alone until that one is deleted.
 	ReasonDuplicateRollout = "DuplicateRollout"
 	// ReasonReferenceGrantMissing: an HTTPRoute of spec.trafficRouting is
-	// in another namespace than the Services, and no ReferenceGrant in the
-	// Services' namespace lets it send to them; no Pod moves until one
-	// does (looked for again every few seconds).
+	// in another namespace than the Rollout, and a ReferenceGrant is
+	// missing: in the route's namespace, its owner's consent that Rollouts
+	// of this namespace write the route; or in the Rollout's namespace, the
+	// grant that lets the route send to the Services. The message says
+	// which. No Pod moves until both exist.
 	ReasonReferenceGrantMissing = "ReferenceGrantMissing"
+	// ReasonObjectNotOwned: spec.trafficRouting asks Stepwise to create a
+	// Service or a route whose name someone else already uses; Stepwise
+	// leaves it alone and moves no Pod until the name is free or the spec
+	// names another.
+	ReasonObjectNotOwned = "ObjectNotOwned"
+	// ReasonTrafficNotPermitted: an HTTPRoute of spec.trafficRouting is in
+	// a namespace the manager does not watch, or the API server refuses the
+	// manager access to it.
+	ReasonTrafficNotPermitted = "TrafficNotPermitted"
 )
 
 // Event reasons on a Rollout.
@@ -187,6 +198,12 @@ const (
 	// EventReferenceGrantMissing: a Warning naming the route, the Services
 	// and the namespace of the ReferenceGrant that is missing.
 	EventReferenceGrantMissing = ReasonReferenceGrantMissing
+	// EventObjectNotOwned: a Warning naming the Service or route that
+	// Stepwise would have created and that someone else made.
+	EventObjectNotOwned = ReasonObjectNotOwned
+	// EventTrafficNotPermitted: a Warning naming the route the manager may
+	// not reach.
+	EventTrafficNotPermitted = ReasonTrafficNotPermitted
 	// EventAnalysisPassed: every metric of a step's analysis passed.
 	EventAnalysisPassed = "AnalysisPassed"
 	// EventAnalysisFailed: a metric failed; the rollout aborts.

@@ -152,7 +152,59 @@ type TrafficStatus struct {
 	// reports at all).
 	// +optional
 	Accepted bool `json:"accepted,omitempty"`
+	// Written is what this Rollout may have written into objects it does
+	// not own. It is recorded before each write, and an entry stays until
+	// the object carries nothing of it, so that what Stepwise takes out (at
+	// rest, on an abort, when a route's owner withdraws consent, when the
+	// Rollout is deleted) is exactly what it wrote, whatever the spec says
+	// by then.
+	// +optional
+	Written *TrafficWritten `json:"written,omitempty"`
 }
+
+// TrafficWritten records the Services whose selector a Rollout set and the
+// HTTPRoutes whose rules it weighted.
+type TrafficWritten struct {
+	// SelectorKey is the Pod label added to the Services' selectors.
+	// +kubebuilder:validation:MaxLength=317
+	SelectorKey string `json:"selectorKey"`
+	// Services are Services of the Rollout's namespace whose selector may
+	// carry SelectorKey.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	Services []string `json:"services,omitempty"`
+	// Routes are the HTTPRoutes whose rules may send to a canary Service
+	// of the Rollout.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Routes []WrittenRoute `json:"routes,omitempty"`
+}
+
+// WrittenRoute is one HTTPRoute and the backends the Rollout wrote into it:
+// the weight of StableService and a backendRef to CanaryService, both
+// Services of the Rollout's namespace; and, beside it, the route named
+// after it with the suffix -stepwise-canary that carries a step's matches,
+// when Stepwise created it (it is marked with CreatedByAnnotation).
+type WrittenRoute struct {
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +kubebuilder:validation:MaxLength=63
+	StableService string `json:"stableService"`
+	// +kubebuilder:validation:MaxLength=63
+	CanaryService string `json:"canaryService"`
+}
+
+// CreatedByAnnotation marks an object Stepwise created for a Rollout (a
+// canary Service, a route carrying a step's matches) with that Rollout's
+// "namespace/name". Stepwise changes or deletes only objects that carry it
+// for the Rollout at hand (or, in the Rollout's namespace, its controller
+// owner reference): an object of the same name that someone else made is
+// never taken over.
+const CreatedByAnnotation = "stepwise.dev/created-by"
 
 // RevisionHashLabel is the label every Pod of a stepwise.dev CloneSet
 // carries with the short hash of its revision (RevisionHash), which a

@@ -536,7 +536,7 @@ type RolloutStatus struct {
 	PartitionGrant *PartitionGrant `json:"partitionGrant,omitempty"`
 
 	// Traffic is what the routes were last set to; unset without
-	// spec.trafficRouting.
+	// spec.trafficRouting once nothing the Rollout wrote is left.
 	// +optional
 	Traffic *TrafficStatus `json:"traffic,omitempty"`
 

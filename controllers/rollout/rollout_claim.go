@@ -24,20 +24,9 @@ import (
 // put in fresh.
 func (r *Reconciler) checkClaim(ctx context.Context, rd *round) error {
 	ro := rd.ro
-	gvk, err := workloadGVK(ro.Spec.WorkloadRef)
-	if err != nil {
-		return nil //nolint:nilerr // the adapter reports an unsupported workload
-	}
-	var list v1alpha1.RolloutList
-	if err := r.Client.List(ctx, &list, client.InNamespace(ro.Namespace),
-		client.MatchingFields{index.RolloutWorkload: index.WorkloadKey(gvk.GroupKind(), ro.Spec.WorkloadRef.Name)}); err != nil {
-		return fmt.Errorf("listing the Rollouts of %s %s: %w", ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, err)
-	}
-	rollouts := slices.DeleteFunc(list.Items, func(o v1alpha1.Rollout) bool { return o.Name == ro.Name })
-	rollouts = append(rollouts, *ro)
-	first := v1alpha1.Claimant(rollouts)
-	if first == nil || first.Name == ro.Name {
-		return nil
+	first, err := r.claimantOf(ctx, ro)
+	if err != nil || first == nil || first.Name == ro.Name {
+		return err
 	}
 	message := fmt.Sprintf("%s %s is driven by Rollout %s, created first (%s): this Rollout leaves its partition alone; "+
 		"delete one of the two Rollouts (this one takes over when %s is deleted)",
@@ -45,6 +34,37 @@ func (r *Reconciler) checkClaim(ctx context.Context, rd *round) error {
 	// Reconcile records the Warning Event (reason EventDuplicateRollout)
 	// when this refusal is news.
 	return stall(v1alpha1.ReasonDuplicateRollout, "%s", message)
+}
+
+// claimantOf is the Rollout that drives ro's workload, ro among them; nil
+// when the workload kind is not supported (the adapter reports it).
+func (r *Reconciler) claimantOf(ctx context.Context, ro *v1alpha1.Rollout) (*v1alpha1.Rollout, error) {
+	gvk, err := workloadGVK(ro.Spec.WorkloadRef)
+	if err != nil {
+		return nil, nil //nolint:nilerr // the adapter reports an unsupported workload
+	}
+	var list v1alpha1.RolloutList
+	if err := r.Client.List(ctx, &list, client.InNamespace(ro.Namespace),
+		client.MatchingFields{index.RolloutWorkload: index.WorkloadKey(gvk.GroupKind(), ro.Spec.WorkloadRef.Name)}); err != nil {
+		return nil, fmt.Errorf("listing the Rollouts of %s %s: %w", ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name, err)
+	}
+	rollouts := slices.DeleteFunc(list.Items, func(o v1alpha1.Rollout) bool { return o.Name == ro.Name })
+	rollouts = append(rollouts, *ro)
+	return v1alpha1.Claimant(rollouts), nil
+}
+
+// claimant is the name of the Rollout that drove ro's workload until ro
+// was deleted: ro's own when no other older one does (or its kind is not
+// supported). A Rollout being deleted no longer claims anything, so ro is
+// counted as it was before.
+func (r *Reconciler) claimant(ctx context.Context, ro *v1alpha1.Rollout) (string, error) {
+	live := ro.DeepCopy()
+	live.DeletionTimestamp = nil
+	first, err := r.claimantOf(ctx, live)
+	if err != nil || first == nil {
+		return ro.Name, err
+	}
+	return first.Name, nil
 }
 
 // news reports whether the Ready condition does not already say message

@@ -78,6 +78,9 @@ type Reconciler struct {
 	Notifier *Notifier
 	// Pods reads the cached Pods without copying them.
 	Pods workload.PodLister
+	// Namespaces are those the manager watches; empty for all. Traffic
+	// routing neither reads nor writes an HTTPRoute elsewhere.
+	Namespaces []string
 
 	// cache reads workloads, including the unstructured OpenKruise
 	// CloneSet, which the manager's client would read live, and the
@@ -242,6 +245,9 @@ type round struct {
 	// notify is the phase transition to post once the status that records
 	// it is written; nil when none.
 	notify *notifyJob
+	// trafficWrites are the Services' and routes' writes to make once the
+	// status that records them (status.traffic.written) is written.
+	trafficWrites []traffic.Write
 }
 
 // problem is a condition that prevented a decision. A terminal one sets
@@ -367,15 +373,17 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	if err := r.rollBackCanaries(ctx, rd, wl, obs); err != nil {
 		return 0, err
 	}
-	trafficRequeue, err := r.routeTraffic(ctx, rd, wl, obs, in)
-	if err != nil {
-		// No Pod moves while the Services may not select by revision yet
-		// (the stable one would take the canary Pods): the status written
-		// on this error keeps the grant it had. A partition to write is
-		// only written after a successful round.
+	trafficRequeue, hold, err := r.routeTraffic(ctx, rd, wl, obs, in)
+	if hold || err != nil {
+		// No Pod moves while the Services do not select by revision yet
+		// (the stable one would take the canary Pods) or the traffic cannot
+		// follow the step: the partition stays where it was.
 		if obs.Governed {
 			ro.Status.PartitionGrant = granted
 		}
+		rd.apply = nil
+	}
+	if err != nil {
 		return 0, err
 	}
 	analysisRequeue, err := r.runAnalysis(ctx, rd, wl, obs)
@@ -426,6 +434,17 @@ func (r *Reconciler) finish(ctx context.Context, original *v1alpha1.Rollout, rd 
 	if rd.notify != nil && !r.Notifier.enqueue(*rd.notify) {
 		r.event(ro, step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventNotificationFailed,
 			Message: fmt.Sprintf("%s not posted: %d transitions already wait to be posted by this Rollout's worker; it will not be posted again", transitionText(rd.notify.message), NotifierQueueSize)})
+	}
+	if reconcileErr == nil && len(rd.trafficWrites) > 0 {
+		// Only now that what they write is on record: had the status write
+		// been lost, nothing would say what to take out again.
+		if err := r.trafficApplier().Write(ctx, rd.trafficWrites); err != nil {
+			if errors.Is(err, traffic.ErrChanged) {
+				log.FromContext(ctx).V(1).Info("a Service or route changed since it was read; deciding again", "error", err.Error())
+				return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+			}
+			return result, err
+		}
 	}
 	if reconcileErr == nil && rd.apply != nil {
 		// Only now that the decision is on record: had the status write

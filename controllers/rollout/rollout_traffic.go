@@ -2,13 +2,14 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -75,7 +76,9 @@ func indexTraffic(obj client.Object) []string {
 		}
 		keys = append(keys, trafficKey("HTTPRoute", ns, ref.Name), trafficKey("HTTPRoute", ns, traffic.CanaryRouteName(ref.Name)))
 		if ns != ro.Namespace {
-			keys = append(keys, trafficKey(traffic.ReferenceGrantGVK.Kind, ro.Namespace, ""))
+			// The grant that lets the route send to the Services, and its
+			// owner's consent in its own namespace.
+			keys = append(keys, trafficKey(traffic.ReferenceGrantGVK.Kind, ro.Namespace, ""), trafficKey(traffic.ReferenceGrantGVK.Kind, ns, ""))
 		}
 	}
 	return keys
@@ -141,22 +144,26 @@ func (r *Reconciler) ensureTrafficFinalizer(ctx context.Context, ro *v1alpha1.Ro
 	return nil
 }
 
-// finalizeTraffic runs on a deleted Rollout: the routes send everything to
-// the stable Service again, the matches go, and the stable Service gets
-// git's selector back (every Pod of the workload, as before the Rollout);
-// then the finalizer goes.
+// finalizeTraffic runs on a deleted Rollout: what status.traffic.written
+// records goes (the revision key from the Services' selectors, the canary
+// backendRefs and weights from the routes, the routes Stepwise created),
+// whatever the spec says, and nothing is created; then the finalizer goes.
+// A Rollout that does not hold its workload (refused as a duplicate)
+// touches nothing: the traffic is the holder's. Objects already gone, and
+// routes the manager may no longer reach (reported in a Warning Event),
+// do not hold the deletion, so a namespace being deleted is not held
+// either.
 func (r *Reconciler) finalizeTraffic(ctx context.Context, ro *v1alpha1.Rollout) error {
 	if !controllerutil.ContainsFinalizer(ro, v1alpha1.TrafficFinalizer) {
 		return nil
 	}
-	if tr := ro.Spec.TrafficRouting; tr != nil {
-		res, err := r.trafficApplier().Apply(ctx, trafficTarget(ro), traffic.Plan{})
-		if err != nil {
-			return fmt.Errorf("restoring traffic of a deleted Rollout: %w", err)
-		}
-		if res.Applied || lastWeight(ro) > 0 {
-			r.event(ro, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventTrafficReleased,
-				Message: fmt.Sprintf("Rollout deleted: %s send every request to Service %s again, and it selects every Pod of %s %s", routeNames(ro), tr.StableService, ro.Spec.WorkloadRef.Kind, ro.Spec.WorkloadRef.Name)})
+	holder, err := r.claimant(ctx, ro)
+	if err != nil {
+		return err
+	}
+	if holder == ro.Name {
+		if err := r.releaseTraffic(ctx, ro); err != nil {
+			return err
 		}
 	}
 	before := ro.DeepCopy()
@@ -166,6 +173,70 @@ func (r *Reconciler) finalizeTraffic(ctx context.Context, ro *v1alpha1.Rollout) 
 	}
 	r.writes.wrote(ro)
 	return nil
+}
+
+// releaseTraffic takes out of every object what a deleted Rollout's
+// record says it wrote.
+func (r *Reconciler) releaseTraffic(ctx context.Context, ro *v1alpha1.Rollout) error {
+	target := trafficTarget(ro)
+	target.Release = true
+	if target.Written == nil {
+		return nil
+	}
+	a := r.trafficApplier()
+	world, err := a.Observe(ctx, target)
+	if err != nil {
+		return fmt.Errorf("restoring traffic of a deleted Rollout: %w", err)
+	}
+	out := traffic.Changes(world, target, traffic.Plan{})
+	var left []string
+	for _, p := range out.Problems {
+		left = append(left, p.Message)
+	}
+	for _, w := range out.Writes {
+		err := a.Write(ctx, []traffic.Write{w})
+		switch {
+		case apierrors.IsForbidden(err):
+			left = append(left, err.Error())
+		case err != nil:
+			return fmt.Errorf("restoring traffic of a deleted Rollout: %w", err)
+		}
+	}
+	if len(left) > 0 {
+		r.event(ro, step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventTrafficNotPermitted,
+			Message: fmt.Sprintf("Rollout deleted, and Stepwise could not take its writes out of everything: %s; remove the backendRefs to Service %s by hand",
+				strings.Join(left, "; "), canaryServices(target.Written))})
+	}
+	if len(out.Writes) > 0 {
+		r.event(ro, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventTrafficReleased,
+			Message: fmt.Sprintf("Rollout deleted: what it wrote is out of %s", writtenNames(target.Written))})
+	}
+	return nil
+}
+
+// canaryServices names the canary Services a record's routes send to.
+func canaryServices(w *v1alpha1.TrafficWritten) string {
+	var names []string
+	for _, rt := range w.Routes {
+		if !slices.Contains(names, rt.CanaryService) {
+			names = append(names, rt.CanaryService)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// writtenNames names the objects a record holds.
+func writtenNames(w *v1alpha1.TrafficWritten) string {
+	var names []string
+	for _, svc := range w.Services {
+		names = append(names, "Service "+svc)
+	}
+	for _, rt := range w.Routes {
+		if n := "HTTPRoute " + rt.Namespace + "/" + rt.Name; !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 func lastWeight(ro *v1alpha1.Rollout) int32 {
@@ -187,21 +258,110 @@ func routeNames(ro *v1alpha1.Rollout) string {
 	return strings.Join(names, ", ")
 }
 
-// routeTraffic decides and applies the round's traffic, after the step
-// decision, and records it in status.traffic; the next round's decision
-// reads status.traffic.step for the step's gate.
-func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, in step.Input) (time.Duration, error) {
+// routeTraffic decides the round's traffic after the step decision: it
+// reads the Services and routes, decides what to write (traffic.Changes),
+// records that in status.traffic and keeps the writes for finish, which
+// makes them once that status is written, so that a lost status write
+// leaves nothing moved without a record of it. hold asks the round to keep
+// the partition where it was: the Services do not select by revision yet
+// (the stable one would take the canary Pods), or something stands in the
+// plan's way (returned as a stallError). The next round's decision reads
+// status.traffic.step for the step's gate.
+func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, in step.Input) (requeue time.Duration, hold bool, err error) {
 	ro := rd.ro
 	tr := ro.Spec.TrafficRouting
-	if tr == nil {
-		ro.Status.Traffic = nil
+	st := &ro.Status
+	target := trafficTarget(ro)
+	target.Release = tr == nil
+	target.Namespaces = r.Namespaces
+	if tr == nil && target.Written == nil {
+		st.Traffic = nil
 		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.TrafficConflictCondition)
-		return 0, nil
+		return 0, false, nil
 	}
+	var (
+		tin     traffic.Input
+		stepIdx *int32
+		behind  bool
+	)
+	if tr != nil {
+		if tin, stepIdx, err = r.trafficInput(ctx, ro, wl, obs, in); err != nil {
+			return 0, true, err
+		}
+		// The workload reports ready canary Pods that the Pod cache does
+		// not show yet (it lags behind the workload's status): the weight
+		// decided on it is the one for a canary without ready Pods, not the
+		// step's. The step is not reached on it; the next round looks again.
+		behind = tin.StepReady && tin.CanaryReady == 0 && in.Workload.UpdatedReadyReplicas > 0
+	}
+	plan := traffic.Decide(tin)
+	world, err := r.trafficApplier().Observe(ctx, target)
+	if err != nil {
+		return 0, true, err
+	}
+	out := traffic.Changes(world, target, plan)
+	rd.trafficWrites = out.Writes
+	if tr == nil {
+		// No longer routing: what it wrote goes, and the record with it.
+		st.Traffic = nil
+		if out.Written != nil {
+			st.Traffic = &v1alpha1.TrafficStatus{Written: out.Written}
+		}
+		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.TrafficConflictCondition)
+		if len(out.Writes) > 0 || out.Written != nil {
+			return trafficWait, false, nil
+		}
+		return 0, false, nil
+	}
+
+	previous := st.Traffic
+	next := &v1alpha1.TrafficStatus{
+		CanaryWeight: plan.CanaryWeight, Matches: int32(len(plan.Matches)), Accepted: out.Accepted,
+		StableRevision: plan.StableSelects, CanaryRevision: plan.CanarySelects, Written: out.Written,
+	}
+	if len(out.Problems) > 0 {
+		// Nothing is added while a problem stands: the routes keep what
+		// they carry, less what is taken out.
+		next.CanaryWeight, next.Matches = min(out.Weight, plan.CanaryWeight), 0
+	}
+	if stepIdx != nil && !behind && out.Reached {
+		next.Step = stepIdx
+	}
+	st.Traffic = next
+	if !out.Accepted && out.Waiting != "" && st.Reason == v1alpha1.ReasonWaitingForTraffic {
+		// Say which Gateway holds the step, not only that one does.
+		st.Message = fmt.Sprintf("%s: %s", st.Message, out.Waiting)
+	}
+	log.FromContext(ctx).V(1).Info("traffic", "weight", next.CanaryWeight, "read", out.Weight, "matches", next.Matches, "accepted", out.Accepted, "writes", len(out.Writes), "why", plan.Why)
+	if e := trafficEvent(ro, previous, next, plan); e != nil {
+		rd.events = append(rd.events, *e)
+	}
+	if e := setTrafficConflict(ro, rd, out.Conflicts, plan.AtRest()); e != nil {
+		rd.events = append(rd.events, *e)
+	}
+	hold = tin.Mode == traffic.Stepping && !out.ServicesReady
+	if len(out.Problems) > 0 {
+		return 0, true, trafficProblem(out.Problems, r.grantsWatched)
+	}
+	// An abort's weight, and the Services' return to git's selectors,
+	// follow Pods that roll back; the workload is watched, but a round
+	// that saw it before its Pods (a Stepwise CloneSet's Pods are not
+	// watched) looks again until the Services and routes are at rest.
+	aborting := tin.Mode == traffic.Aborted && !plan.AtRest()
+	if len(out.Writes) > 0 || aborting || behind || (!out.Accepted && !r.routesWatched) || (next.Step != nil && (previous == nil || !ptr.Equal(previous.Step, next.Step))) {
+		return trafficWait, hold, nil
+	}
+	return 0, hold, nil
+}
+
+// trafficInput counts the workload's Pods by revision and readiness and
+// says where the Rollout stands, for traffic.Decide; stepIdx is the step
+// whose gate passed, nil when none did.
+func (r *Reconciler) trafficInput(ctx context.Context, ro *v1alpha1.Rollout, wl workload.Workload, obs workload.Observation, in step.Input) (traffic.Input, *int32, error) {
 	st := &ro.Status
 	pods, err := wl.Pods(ctx, obs)
 	if err != nil {
-		return 0, err
+		return traffic.Input{}, nil, err
 	}
 	var stableReady, canaryReady, onCanary int32
 	for i := range pods {
@@ -239,67 +399,42 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Wo
 	default:
 		tin.Mode = traffic.Idle
 	}
-	plan := traffic.Decide(tin)
-	target := trafficTarget(ro)
-	if err := r.trafficApplier().CheckGrants(ctx, target); err != nil {
-		var missing *traffic.MissingGrantError
-		if errors.As(err, &missing) {
-			// Reported, not retried as an error: the grant's creation is
-			// watched; without that watch, look again in a while.
-			var requeue time.Duration
-			if !r.grantsWatched {
-				requeue = grantWait
-			}
-			return 0, &stallError{problem{reason: v1alpha1.ReasonReferenceGrantMissing, message: missing.Error(), requeue: requeue}}
+	return tin, stepIdx, nil
+}
+
+// trafficEvent is the Event for a change of what the routes are set to:
+// TrafficShifted, or TrafficRestored once they send everything to the
+// stable Service again; nil when nothing changed.
+func trafficEvent(ro *v1alpha1.Rollout, previous, next *v1alpha1.TrafficStatus, plan traffic.Plan) *step.Event {
+	tr := ro.Spec.TrafficRouting
+	if previous != nil && previous.CanaryWeight == next.CanaryWeight && previous.Matches == next.Matches {
+		return nil
+	}
+	if next.CanaryWeight == 0 && next.Matches == 0 {
+		if previous == nil || (previous.CanaryWeight == 0 && previous.Matches == 0) {
+			return nil
 		}
-		return 0, err
+		return &step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventTrafficRestored,
+			Message: fmt.Sprintf("%s send every request to Service %s (%s)", routeNames(ro), tr.StableService, plan.Why)}
 	}
-	res, err := r.trafficApplier().Apply(ctx, target, plan)
-	if err != nil {
-		return 0, err
-	}
-	previous := st.Traffic
-	next := &v1alpha1.TrafficStatus{
-		CanaryWeight: res.Weight, Matches: res.Matches, Accepted: res.Accepted,
-		StableRevision: plan.StableSelects, CanaryRevision: plan.CanarySelects,
-	}
-	// The workload reports ready canary Pods that the Pod cache does not
-	// show yet (it lags behind the workload's status): the weight decided
-	// on it is the one for a canary without ready Pods, not the step's.
-	// The step is not reached on it; the next round looks again.
-	behind := tin.StepReady && canaryReady == 0 && in.Workload.UpdatedReadyReplicas > 0
-	if stepIdx != nil && !behind && res.Accepted && res.Weight == plan.CanaryWeight {
-		next.Step = stepIdx
-	}
-	st.Traffic = next
-	if !res.Accepted && res.Waiting != "" && st.Reason == v1alpha1.ReasonWaitingForTraffic {
-		// Say which Gateway holds the step, not only that one does.
-		st.Message = fmt.Sprintf("%s: %s", st.Message, res.Waiting)
-	}
-	log.FromContext(ctx).V(1).Info("traffic", "weight", res.Weight, "matches", res.Matches, "accepted", res.Accepted, "why", plan.Why)
-	if previous == nil || previous.CanaryWeight != next.CanaryWeight || previous.Matches != next.Matches {
-		if next.CanaryWeight == 0 && next.Matches == 0 {
-			if previous != nil && (previous.CanaryWeight > 0 || previous.Matches > 0) {
-				rd.events = append(rd.events, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventTrafficRestored,
-					Message: fmt.Sprintf("%s send every request to Service %s (%s)", routeNames(ro), tr.StableService, plan.Why)})
-			}
-		} else {
-			rd.events = append(rd.events, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventTrafficShifted,
-				Message: fmt.Sprintf("%s: %d%% to Service %s, %d match rules (%s)", routeNames(ro), next.CanaryWeight, tr.CanaryService.Name, next.Matches, plan.Why)})
+	return &step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventTrafficShifted,
+		Message: fmt.Sprintf("%s: %d%% to Service %s, %d match rules (%s)", routeNames(ro), next.CanaryWeight, tr.CanaryService.Name, next.Matches, plan.Why)}
+}
+
+// trafficProblem is the stallError for what stands in the plan's way,
+// every problem in its message, under the first one's reason. None is
+// terminal: a grant, a route or a freed name is watched and brings the
+// Rollout back (grants are looked for again when they are not watched).
+func trafficProblem(problems []traffic.Problem, grantsWatched bool) error {
+	messages := make([]string, len(problems))
+	var requeue time.Duration
+	for i, p := range problems {
+		messages[i] = p.Message
+		if p.Reason == v1alpha1.ReasonReferenceGrantMissing && !grantsWatched {
+			requeue = grantWait
 		}
 	}
-	if e := setTrafficConflict(ro, rd, res.Conflicts, plan.AtRest()); e != nil {
-		rd.events = append(rd.events, *e)
-	}
-	// An abort's weight, and the Services' return to git's selectors,
-	// follow Pods that roll back; the workload is watched, but a round
-	// that saw it before its Pods (a Stepwise CloneSet's Pods are not
-	// watched) looks again until the Services and routes are at rest.
-	aborting := tin.Mode == traffic.Aborted && !plan.AtRest()
-	if aborting || behind || (!res.Accepted && !r.routesWatched) || (next.Step != nil && (previous == nil || !ptr.Equal(previous.Step, next.Step))) {
-		return trafficWait, nil
-	}
-	return 0, nil
+	return &stallError{problem{reason: problems[0].Reason, message: strings.Join(messages, "; "), requeue: requeue}}
 }
 
 // setTrafficConflict sets TrafficConflict from this round's conflicts:
@@ -325,7 +460,7 @@ func trafficTarget(ro *v1alpha1.Rollout) traffic.Target {
 	key, value := revisionLabel(ro.Spec.WorkloadRef)
 	t := traffic.Target{Rollout: ro, LabelKey: key, LabelValue: value, LastWeight: lastWeight(ro)}
 	if tr := ro.Status.Traffic; tr != nil {
-		t.LastStable, t.LastCanary = tr.StableRevision, tr.CanaryRevision
+		t.LastStable, t.LastCanary, t.Written = tr.StableRevision, tr.CanaryRevision, tr.Written
 	}
 	return t
 }

@@ -30,6 +30,8 @@ func TestIndexTraffic(t *testing.T) {
 		{"HTTPRoute", "edge", "edge-web"},
 		{"HTTPRoute", "edge", "edge-web-stepwise-canary"},
 		{"ReferenceGrant", "shop", "routes-from-edge"},
+		// The route owner's consent, in the route's namespace.
+		{"ReferenceGrant", "edge", "rollouts-from-shop"},
 	} {
 		if !slices.Contains(keys, trafficKey(obj.kind, obj.ns, obj.name)) {
 			t.Errorf("%s %s/%s does not map to the Rollout (keys %v)", obj.kind, obj.ns, obj.name, keys)
@@ -38,7 +40,7 @@ func TestIndexTraffic(t *testing.T) {
 	for _, obj := range []struct{ kind, ns, name string }{
 		{"Service", "edge", "web"},
 		{"HTTPRoute", "shop", "edge-web"},
-		{"ReferenceGrant", "edge", "any"},
+		{"ReferenceGrant", "other", "any"},
 	} {
 		if slices.Contains(keys, trafficKey(obj.kind, obj.ns, obj.name)) {
 			t.Errorf("%s %s/%s maps to the Rollout, which does not read it (keys %v)", obj.kind, obj.ns, obj.name, keys)

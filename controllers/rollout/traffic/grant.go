@@ -1,16 +1,13 @@
 package traffic
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
 // UngrantedServices returns those of services (Services in servicesNS)
@@ -50,6 +47,45 @@ func granted(grants []gatewayv1.ReferenceGrant, routeNS, svc string) bool {
 	return false
 }
 
+// Consents reports whether grants (the ReferenceGrants of an HTTPRoute's
+// namespace) let Rollouts of rolloutNS write the HTTPRoute named route: a
+// grant whose from entries include Rollouts (group stepwise.dev) of
+// rolloutNS and whose to entries include HTTPRoutes (all, or that one by
+// name). It is the route owner's consent, in the Gateway API's own
+// pattern: only the route's namespace can give it.
+func Consents(grants []gatewayv1.ReferenceGrant, rolloutNS, route string) bool {
+	for _, g := range grants {
+		from := false
+		for _, f := range g.Spec.From {
+			from = from || (string(f.Group) == v1alpha1.GroupVersion.Group && f.Kind == "Rollout" && string(f.Namespace) == rolloutNS)
+		}
+		if !from {
+			continue
+		}
+		for _, to := range g.Spec.To {
+			if to.Group == gatewayv1.GroupName && to.Kind == "HTTPRoute" && (to.Name == nil || string(*to.Name) == route) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// MissingConsentError says that no ReferenceGrant in an HTTPRoute's
+// namespace lets Rollouts of the Rollout's namespace write it.
+type MissingConsentError struct {
+	// Namespace and Route name the route, or Stepwise's route beside it.
+	Namespace, Route string
+	// RolloutNamespace is where the Rollout is.
+	RolloutNamespace string
+}
+
+func (e *MissingConsentError) Error() string {
+	return fmt.Sprintf("HTTPRoute %s/%s belongs to namespace %s, which has not consented to Rollouts of namespace %s writing it: "+
+		"the route's owner must create a ReferenceGrant in namespace %s (from: [{group: %s, kind: Rollout, namespace: %s}], to: [{group: %s, kind: HTTPRoute, name: %s}]); until then Stepwise writes nothing into it",
+		e.Namespace, e.Route, e.Namespace, e.RolloutNamespace, e.Namespace, v1alpha1.GroupVersion.Group, e.RolloutNamespace, gatewayv1.GroupName, e.Route)
+}
+
 // MissingGrantError says that a route in another namespace than the
 // Services has no ReferenceGrant to send to them: the Gateway would refuse
 // the reference (ResolvedRefs=False, RefNotPermitted) and the requests for
@@ -74,48 +110,3 @@ func (e *MissingGrantError) Error() string {
 // schema).
 var ReferenceGrantGVK = schema.GroupVersionKind{Group: gatewayv1.GroupName, Version: "v1beta1", Kind: "ReferenceGrant"}
 
-// CheckGrants returns a MissingGrantError for the first route of t in
-// another namespace than the Services that may not send to both of them.
-// Grants are listed around the cache, once, and only when a route is in
-// another namespace.
-func (a *Applier) CheckGrants(ctx context.Context, t Target) error {
-	ro := t.Rollout
-	tr := ro.Spec.TrafficRouting
-	var grants []gatewayv1.ReferenceGrant
-	listed := false
-	for _, ref := range tr.HTTPRoutes {
-		if ref.Namespace == "" || ref.Namespace == ro.Namespace {
-			continue
-		}
-		if !listed {
-			var err error
-			if grants, err = a.listGrants(ctx, ro.Namespace); err != nil {
-				return err
-			}
-			listed = true
-		}
-		if missing := UngrantedServices(grants, ref.Namespace, ro.Namespace, []string{tr.StableService, tr.CanaryService.Name}); len(missing) > 0 {
-			return &MissingGrantError{Route: ref.Namespace + "/" + ref.Name, Namespace: ro.Namespace, Services: missing}
-		}
-	}
-	return nil
-}
-
-func (a *Applier) listGrants(ctx context.Context, ns string) ([]gatewayv1.ReferenceGrant, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(ReferenceGrantGVK.GroupVersion().WithKind(ReferenceGrantGVK.Kind + "List"))
-	if err := a.Reader.List(ctx, list, client.InNamespace(ns)); err != nil {
-		if apimeta.IsNoMatchError(err) {
-			// No ReferenceGrant API: nothing can grant the reference.
-			return nil, nil
-		}
-		return nil, fmt.Errorf("listing ReferenceGrants in namespace %s: %w", ns, err)
-	}
-	grants := make([]gatewayv1.ReferenceGrant, len(list.Items))
-	for i := range list.Items {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &grants[i]); err != nil {
-			return nil, fmt.Errorf("decoding ReferenceGrant %s/%s: %w", ns, list.Items[i].GetName(), err)
-		}
-	}
-	return grants, nil
-}

@@ -23,10 +23,49 @@ func CanaryRouteName(route string) string {
 	return route + canaryRouteSuffix
 }
 
+// Backend names a Service a route sends to: a Rollout's stable or canary
+// Service. A backendRef without a namespace is in its route's namespace,
+// so whether a backendRef names a Backend depends on the route's
+// namespace (refersTo): a Service of the same name in another namespace is
+// someone else's.
+type Backend struct {
+	Namespace, Name string
+}
+
+func (b Backend) String() string { return b.Namespace + "/" + b.Name }
+
+// refersTo reports whether ref, in a route of namespace routeNS, names the
+// Service b.
+func refersTo(ref gatewayv1.HTTPBackendRef, routeNS string, b Backend) bool {
+	return string(ref.Name) == b.Name &&
+		(ref.Group == nil || *ref.Group == "") &&
+		(ref.Kind == nil || *ref.Kind == "Service") &&
+		string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(routeNS))) == b.Namespace
+}
+
+// backendName names ref as a reader of the route would: its namespace when
+// it is not the route's.
+func backendName(ref gatewayv1.HTTPBackendRef, routeNS string) string {
+	kind := string(ptr.Deref(ref.Kind, "Service"))
+	if ns := string(ptr.Deref(ref.Namespace, gatewayv1.Namespace(routeNS))); ns != routeNS {
+		return kind + " " + ns + "/" + string(ref.Name)
+	}
+	return kind + " " + string(ref.Name)
+}
+
+func stableRef(rule gatewayv1.HTTPRouteRule, routeNS string, stable Backend) int {
+	for i, ref := range rule.BackendRefs {
+		if refersTo(ref, routeNS, stable) {
+			return i
+		}
+	}
+	return -1
+}
+
 // SelectRule is the index of the rule ref designates in route: ruleIndex,
 // ruleName, or else the only rule, or else the only rule that sends to
 // the stable Service.
-func SelectRule(route *gatewayv1.HTTPRoute, ref v1alpha1.HTTPRouteReference, stable string) (int, error) {
+func SelectRule(route *gatewayv1.HTTPRoute, ref v1alpha1.HTTPRouteReference, stable Backend) (int, error) {
 	rules := route.Spec.Rules
 	switch {
 	case ref.RuleIndex != nil:
@@ -44,7 +83,7 @@ func SelectRule(route *gatewayv1.HTTPRoute, ref v1alpha1.HTTPRouteReference, sta
 	}
 	found := -1
 	for i, r := range rules {
-		if stableRef(r, stable) >= 0 {
+		if stableRef(r, route.Namespace, stable) >= 0 {
 			if found >= 0 {
 				return 0, fmt.Errorf("HTTPRoute %s has several rules that send to Service %s: set ruleIndex or ruleName", route.Name, stable)
 			}
@@ -57,45 +96,28 @@ func SelectRule(route *gatewayv1.HTTPRoute, ref v1alpha1.HTTPRouteReference, sta
 	return found, nil
 }
 
-// isService reports whether ref names a Service called name.
-func isService(ref gatewayv1.HTTPBackendRef, name string) bool {
-	return string(ref.Name) == name &&
-		(ref.Group == nil || *ref.Group == "") &&
-		(ref.Kind == nil || *ref.Kind == "Service")
-}
-
-func stableRef(rule gatewayv1.HTTPRouteRule, stable string) int {
-	for i, ref := range rule.BackendRefs {
-		if isService(ref, stable) {
-			return i
-		}
-	}
-	return -1
-}
-
-// WeightedRules returns a copy of rules whose rule idx sends weight percent
-// to the canary Service and the rest to the stable one. The stable
-// backendRef is kept as written (port, namespace, filters); the canary's is
-// a copy of it naming the canary. At weight 0 the rule holds the stable
-// backendRef alone, without weight, as a manifest in git writes it (a rule
-// that holds it alone already is left as it is). Every other rule and
-// field is left as it is.
-func WeightedRules(rules []gatewayv1.HTTPRouteRule, idx int, stable, canary string, weight int32) ([]gatewayv1.HTTPRouteRule, error) {
+// WeightedRules returns a copy of rules (of a route in namespace routeNS)
+// whose rule idx sends weight percent to the canary Service and the rest
+// to the stable one. The stable backendRef is kept as written (port,
+// namespace, filters); the canary's is a copy of it naming the canary. At
+// weight 0 the rule holds the stable backendRef alone, without weight, as
+// a manifest in git writes it (a rule that holds it alone already is left
+// as it is). Every other rule and field is left as it is. A rule that
+// also sends to another backend is refused: its share belongs to whoever
+// wrote that backend, and a weight Stepwise set would move it.
+func WeightedRules(rules []gatewayv1.HTTPRouteRule, routeNS string, idx int, stable, canary Backend, weight int32) ([]gatewayv1.HTTPRouteRule, error) {
 	if idx < 0 || idx >= len(rules) {
 		return nil, fmt.Errorf("no rule %d", idx)
 	}
-	out := make([]gatewayv1.HTTPRouteRule, len(rules))
-	for i := range rules {
-		rules[i].DeepCopyInto(&out[i])
-	}
+	out := copyRules(rules)
 	rule := &out[idx]
-	si := stableRef(*rule, stable)
+	si := stableRef(*rule, routeNS, stable)
 	if si < 0 {
 		return nil, fmt.Errorf("rule %d does not send to Service %s", idx, stable)
 	}
 	for _, ref := range rule.BackendRefs {
-		if !isService(ref, stable) && !isService(ref, canary) {
-			return nil, fmt.Errorf("rule %d also sends to %s %s: the Rollout's rule must send to Service %s alone", idx, ptr.Deref(ref.Kind, "Service"), ref.Name, stable)
+		if !refersTo(ref, routeNS, stable) && !refersTo(ref, routeNS, canary) {
+			return nil, fmt.Errorf("rule %d also sends to %s: the Rollout's rule must send to Service %s alone", idx, backendName(ref, routeNS), stable)
 		}
 	}
 	st := *rule.BackendRefs[si].DeepCopy()
@@ -109,15 +131,52 @@ func WeightedRules(rules []gatewayv1.HTTPRouteRule, idx int, stable, canary stri
 		return out, nil
 	}
 	ca := *st.DeepCopy()
-	ca.Name = gatewayv1.ObjectName(canary)
+	ca.Name = gatewayv1.ObjectName(canary.Name)
 	st.Weight, ca.Weight = ptr.To(100-weight), ptr.To(weight)
 	rule.BackendRefs = []gatewayv1.HTTPBackendRef{st, ca}
 	return out, nil
 }
 
-// CanaryWeightOf reads the canary's weight in rule idx of rules, as
-// WeightedRules writes it; 0 when the rule does not send to the canary.
-func CanaryWeightOf(rules []gatewayv1.HTTPRouteRule, idx int, canary string) int32 {
+// Unweighted returns a copy of rules (of a route in namespace routeNS)
+// without what WeightedRules wrote for w: every backendRef to w's canary
+// Service goes, and in a rule that lost one, the stable backendRef, if it
+// is left alone, loses its weight. Everything else stays as it is, whoever
+// wrote it. changed is false when rules carry nothing of w.
+func Unweighted(rules []gatewayv1.HTTPRouteRule, routeNS string, w v1alpha1.WrittenRoute, servicesNS string) (out []gatewayv1.HTTPRouteRule, changed bool) {
+	stable, canary := Backend{servicesNS, w.StableService}, Backend{servicesNS, w.CanaryService}
+	out = copyRules(rules)
+	for i := range out {
+		rule := &out[i]
+		kept := rule.BackendRefs[:0]
+		for _, ref := range rule.BackendRefs {
+			if !refersTo(ref, routeNS, canary) {
+				kept = append(kept, ref)
+			}
+		}
+		if len(kept) == len(rule.BackendRefs) {
+			continue
+		}
+		changed = true
+		rule.BackendRefs = kept
+		if len(kept) == 1 && refersTo(kept[0], routeNS, stable) {
+			rule.BackendRefs[0].Weight = nil
+		}
+	}
+	return out, changed
+}
+
+func copyRules(rules []gatewayv1.HTTPRouteRule) []gatewayv1.HTTPRouteRule {
+	out := make([]gatewayv1.HTTPRouteRule, len(rules))
+	for i := range rules {
+		rules[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+// CanaryWeightOf reads the canary's weight in rule idx of rules (of a route
+// in namespace routeNS), as WeightedRules writes it; 0 when the rule does
+// not send to the canary.
+func CanaryWeightOf(rules []gatewayv1.HTTPRouteRule, routeNS string, idx int, canary Backend) int32 {
 	if idx < 0 || idx >= len(rules) {
 		return 0
 	}
@@ -125,7 +184,7 @@ func CanaryWeightOf(rules []gatewayv1.HTTPRouteRule, idx int, canary string) int
 	for _, ref := range rules[idx].BackendRefs {
 		w := ptr.Deref(ref.Weight, 1)
 		total += w
-		if isService(ref, canary) {
+		if refersTo(ref, routeNS, canary) {
 			mine += w
 		}
 	}
@@ -142,7 +201,7 @@ func CanaryWeightOf(rules []gatewayv1.HTTPRouteRule, idx int, canary string) int
 // is never wider than the user's rule and, with more conditions, wins over
 // it in the Gateway API's precedence. The user rule's filters are copied.
 // Nil when there are no matches: the route is then deleted.
-func CanaryRoute(user *gatewayv1.HTTPRoute, idx int, stable, canary string, matches []v1alpha1.TrafficMatch) (*gatewayv1.HTTPRoute, error) {
+func CanaryRoute(user *gatewayv1.HTTPRoute, idx int, stable, canary Backend, matches []v1alpha1.TrafficMatch) (*gatewayv1.HTTPRoute, error) {
 	if len(matches) == 0 {
 		return nil, nil
 	}
@@ -150,12 +209,12 @@ func CanaryRoute(user *gatewayv1.HTTPRoute, idx int, stable, canary string, matc
 		return nil, fmt.Errorf("HTTPRoute %s has no rule %d", user.Name, idx)
 	}
 	rule := user.Spec.Rules[idx]
-	si := stableRef(rule, stable)
+	si := stableRef(rule, user.Namespace, stable)
 	if si < 0 {
 		return nil, fmt.Errorf("rule %d of HTTPRoute %s does not send to Service %s", idx, user.Name, stable)
 	}
 	backend := *rule.BackendRefs[si].DeepCopy()
-	backend.Name, backend.Weight = gatewayv1.ObjectName(canary), nil
+	backend.Name, backend.Weight = gatewayv1.ObjectName(canary.Name), nil
 
 	base := rule.Matches
 	if len(base) == 0 {

@@ -22,6 +22,9 @@ func backend(name string, port int32) gatewayv1.HTTPBackendRef {
 // app's rule with a path match and a header filter, sending to Service web.
 func userRoute() *gatewayv1.HTTPRoute { return gitmanifests.Route("shop") }
 
+// web and webCanary are the Rollout's Services, in namespace shop.
+var web, webCanary = Backend{"shop", "web"}, Backend{"shop", "web-canary"}
+
 func TestSelectRule(t *testing.T) {
 	route := userRoute()
 	cases := []struct {
@@ -38,7 +41,7 @@ func TestSelectRule(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := SelectRule(route, tc.ref, "web")
+			got, err := SelectRule(route, tc.ref, web)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
@@ -52,7 +55,7 @@ func TestSelectRule(t *testing.T) {
 	}
 	two := userRoute()
 	two.Spec.Rules[0].BackendRefs = []gatewayv1.HTTPBackendRef{backend("web", 80)}
-	if _, err := SelectRule(two, v1alpha1.HTTPRouteReference{Name: "web"}, "web"); err == nil || !strings.Contains(err.Error(), "set ruleIndex or ruleName") {
+	if _, err := SelectRule(two, v1alpha1.HTTPRouteReference{Name: "web"}, web); err == nil || !strings.Contains(err.Error(), "set ruleIndex or ruleName") {
 		t.Fatalf("two candidate rules: err = %v", err)
 	}
 }
@@ -60,7 +63,7 @@ func TestSelectRule(t *testing.T) {
 func TestWeightedRules(t *testing.T) {
 	route := userRoute()
 	orig := userRoute()
-	shifted, err := WeightedRules(route.Spec.Rules, 1, "web", "web-canary", 20)
+	shifted, err := WeightedRules(route.Spec.Rules, "shop", 1, web, webCanary, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,42 +81,42 @@ func TestWeightedRules(t *testing.T) {
 		app.BackendRefs[1].Name != "web-canary" || *app.BackendRefs[1].Weight != 20 || *app.BackendRefs[1].Port != 80 {
 		t.Fatalf("backendRefs = %+v", app.BackendRefs)
 	}
-	if got := CanaryWeightOf(shifted, 1, "web-canary"); got != 20 {
+	if got := CanaryWeightOf(shifted, "shop", 1, webCanary); got != 20 {
 		t.Fatalf("CanaryWeightOf = %d, want 20", got)
 	}
 
 	// Shifting again from the shifted rules, then back to 0: the rule is
 	// as git wrote it.
-	again, err := WeightedRules(shifted, 1, "web", "web-canary", 100)
+	again, err := WeightedRules(shifted, "shop", 1, web, webCanary, 100)
 	if err != nil || *again[1].BackendRefs[0].Weight != 0 || *again[1].BackendRefs[1].Weight != 100 {
 		t.Fatalf("at 100: %+v, %v", again[1].BackendRefs, err)
 	}
-	back, err := WeightedRules(again, 1, "web", "web-canary", 0)
+	back, err := WeightedRules(again, "shop", 1, web, webCanary, 0)
 	if err != nil || !equality.Semantic.DeepEqual(back, orig.Spec.Rules) {
 		t.Fatalf("at 0 the rules are not git's again: %+v, %v", back, err)
 	}
-	if got := CanaryWeightOf(back, 1, "web-canary"); got != 0 {
+	if got := CanaryWeightOf(back, "shop", 1, webCanary); got != 0 {
 		t.Fatalf("CanaryWeightOf = %d, want 0", got)
 	}
 
 	foreign := userRoute()
 	foreign.Spec.Rules[1].BackendRefs = append(foreign.Spec.Rules[1].BackendRefs, backend("other", 80))
-	if _, err := WeightedRules(foreign.Spec.Rules, 1, "web", "web-canary", 10); err == nil || !strings.Contains(err.Error(), "also sends to Service other") {
+	if _, err := WeightedRules(foreign.Spec.Rules, "shop", 1, web, webCanary, 10); err == nil || !strings.Contains(err.Error(), "also sends to Service other") {
 		t.Fatalf("foreign backend: err = %v", err)
 	}
-	if _, err := WeightedRules(route.Spec.Rules, 0, "web", "web-canary", 10); err == nil {
+	if _, err := WeightedRules(route.Spec.Rules, "shop", 0, web, webCanary, 10); err == nil {
 		t.Fatal("a rule without the stable Service was accepted")
 	}
 }
 
 func TestCanaryRoute(t *testing.T) {
 	user := userRoute()
-	if r, err := CanaryRoute(user, 1, "web", "web-canary", nil); r != nil || err != nil {
+	if r, err := CanaryRoute(user, 1, web, webCanary, nil); r != nil || err != nil {
 		t.Fatalf("no matches: %v, %v; want no route", r, err)
 	}
 	header := v1alpha1.TrafficMatch{Header: &v1alpha1.StringMatch{Name: "x-canary", Value: "1"}}
 	query := v1alpha1.TrafficMatch{QueryParam: &v1alpha1.StringMatch{Name: "canary", Value: "^y", Type: v1alpha1.StringMatchRegularExpression}}
-	r, err := CanaryRoute(user, 1, "web", "web-canary", []v1alpha1.TrafficMatch{header, query})
+	r, err := CanaryRoute(user, 1, web, webCanary, []v1alpha1.TrafficMatch{header, query})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,36 @@ func trafficRollout(ns string) *stepwisev1.Rollout {
 	return ro
 }
 
+// trafficRound is one round of a Rollout's traffic as the reconciler runs
+// it: read, decide, record (in target, as the status would be), write.
+func trafficRound(t *testing.T, a *traffic.Applier, target *traffic.Target, plan traffic.Plan) traffic.Outcome {
+	t.Helper()
+	ctx := testContext(t)
+	w, err := a.Observe(ctx, *target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := traffic.Changes(w, *target, plan)
+	target.Written = out.Written
+	target.LastWeight, target.LastStable, target.LastCanary = plan.CanaryWeight, plan.StableSelects, plan.CanarySelects
+	if err := a.Write(ctx, out.Writes); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// settle runs rounds until one has nothing to write, and returns it.
+func settle(t *testing.T, a *traffic.Applier, target *traffic.Target, plan traffic.Plan) traffic.Outcome {
+	t.Helper()
+	for range 5 {
+		if out := trafficRound(t, a, target, plan); len(out.Writes) == 0 {
+			return out
+		}
+	}
+	t.Fatalf("plan %+v: still writing after 5 rounds", plan)
+	return traffic.Outcome{}
+}
+
 // Stepwise sets weights in the user's rule and matches in a route of its
 // own, keeps every other rule and filter of git's route, reports a git
 // apply that takes the weights back as a conflict naming the manager,
@@ -75,16 +105,17 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	createRollout(t, ro)
 
 	a := &traffic.Applier{Client: env.client, Reader: env.client}
-	target := traffic.Target{Rollout: ro, LabelKey: stepwisev1.RevisionHashLabel, LabelValue: stepwisev1.RevisionHash}
+	target := &traffic.Target{Rollout: ro, LabelKey: stepwisev1.RevisionHashLabel, LabelValue: stepwisev1.RevisionHash}
 	header := stepwisev1.TrafficMatch{Header: &stepwisev1.StringMatch{Name: "x-canary", Value: "1"}}
 	shift := traffic.Plan{CanaryWeight: 20, Matches: []stepwisev1.TrafficMatch{header}, StableSelects: "web-aaa", CanarySelects: "web-bbb"}
 
-	res, err := a.Apply(ctx, target, shift)
-	if err != nil {
-		t.Fatal(err)
+	first := trafficRound(t, a, target, shift)
+	if first.ServicesReady || first.Reached || len(first.Writes) == 0 {
+		t.Fatalf("first round = %+v, want writes, Services not ready yet", first)
 	}
-	if res.Weight != 20 || res.Matches != 1 || !res.Accepted || len(res.Conflicts) != 0 {
-		t.Fatalf("result = %+v, want weight 20, 1 match, accepted (no Gateway), no conflict", res)
+	res := settle(t, a, target, shift)
+	if res.Weight != 20 || !res.Reached || !res.Accepted || len(res.Conflicts) != 0 || len(res.Problems) != 0 {
+		t.Fatalf("result = %+v, want weight 20 reached, accepted (no Gateway), no conflict", res)
 	}
 	stable := &corev1.Service{}
 	mustGet(t, ns, "web", stable)
@@ -96,8 +127,8 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	if want := map[string]string{"app": "web", stepwisev1.RevisionHashLabel: "bbb"}; !equality.Semantic.DeepEqual(canary.Spec.Selector, want) {
 		t.Fatalf("canary selector = %v, want %v", canary.Spec.Selector, want)
 	}
-	if len(canary.Spec.Ports) != 1 || canary.Spec.Ports[0].TargetPort != intstr.FromInt32(8080) || !metav1.IsControlledBy(canary, ro) {
-		t.Fatalf("canary Service ports %v owners %v", canary.Spec.Ports, canary.OwnerReferences)
+	if len(canary.Spec.Ports) != 1 || canary.Spec.Ports[0].TargetPort != intstr.FromInt32(8080) || !metav1.IsControlledBy(canary, ro) || !traffic.CreatedFor(canary, ro) {
+		t.Fatalf("canary Service ports %v owners %v annotations %v", canary.Spec.Ports, canary.OwnerReferences, canary.Annotations)
 	}
 	if want := map[string]string{"app": "web"}; !equality.Semantic.DeepEqual(canary.Labels, want) {
 		t.Fatalf("canary Service labels = %v, want %v (no GitOps tracking label copied)", canary.Labels, want)
@@ -117,33 +148,32 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	if m := matchRoute.Spec.Rules[0].Matches; len(m) != 1 || len(m[0].Headers) != 1 || m[0].Headers[0].Name != "x-canary" || *m[0].Path.Value != "/" {
 		t.Fatalf("canary route matches = %+v", m)
 	}
-	if !metav1.IsControlledBy(matchRoute, ro) || matchRoute.Spec.ParentRefs[0].Name != "edge" {
+	if !metav1.IsControlledBy(matchRoute, ro) || !traffic.CreatedFor(matchRoute, ro) || matchRoute.Spec.ParentRefs[0].Name != "edge" {
 		t.Fatalf("canary route owners %v parents %v", matchRoute.OwnerReferences, matchRoute.Spec.ParentRefs)
+	}
+	if w := target.Written; w == nil || !slices.Equal(w.Services, []string{"web"}) || len(w.Routes) != 1 || w.Routes[0].CanaryService != "web-canary" {
+		t.Fatalf("record = %+v, want Service web and route web", w)
 	}
 
 	// Steady: nothing to write, and five reads: the two Services, the
 	// route, Stepwise's canary route, and their one parent Gateway (absent
 	// here) once for both.
-	target.LastWeight, target.LastStable, target.LastCanary = 20, "web-aaa", "web-bbb"
 	counted := &countingReader{Reader: env.client}
 	a.Reader = counted
-	if res, err = a.Apply(ctx, target, shift); err != nil || res.Applied {
-		t.Fatalf("second apply wrote (%+v) or failed: %v", res, err)
+	if res = trafficRound(t, a, target, shift); len(res.Writes) != 0 {
+		t.Fatalf("a steady round wrote %+v", res.Writes)
 	}
 	if counted.gets != 5 {
-		t.Fatalf("a steady apply read %d objects, want 5", counted.gets)
+		t.Fatalf("a steady round read %d objects, want 5", counted.gets)
 	}
 	a.Reader = env.client
 
 	// Git applies its Service again mid-release (Argo CD's server-side
-	// apply): the revision key is gone, and the next apply names who took
+	// apply): the revision key is gone, and the next round names who took
 	// it and puts it back.
 	applyAs(t, "argocd-controller", gitService(ns))
-	res, err = a.Apply(ctx, target, shift)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Conflicts) != 1 || !strings.Contains(res.Conflicts[0], "Service "+ns+"/web: spec.selector") || !strings.Contains(res.Conflicts[0], "argocd-controller") {
+	res = trafficRound(t, a, target, shift)
+	if len(res.Conflicts) != 1 || !strings.Contains(res.Conflicts[0], "Service "+ns+"/web: spec.selector") || !strings.Contains(res.Conflicts[0], "argocd-controller") || res.ServicesReady {
 		t.Fatalf("after git's apply of the Service: %+v, want one conflict naming argocd-controller", res)
 	}
 	mustGet(t, ns, "web", stable)
@@ -152,14 +182,14 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	}
 
 	// Git applies its route again (Flux forces): the weights are gone, and
-	// the next apply names who took them.
+	// the next round names who took them.
 	applyAs(t, gitManager, gitRoute(ns))
-	res, err = a.Apply(ctx, target, shift)
-	if err != nil {
-		t.Fatal(err)
+	res = trafficRound(t, a, target, shift)
+	if len(res.Conflicts) != 1 || !strings.Contains(res.Conflicts[0], gitManager) || !strings.Contains(res.Conflicts[0], "HTTPRoute "+ns+"/web") || res.Reached {
+		t.Fatalf("after git's apply: %+v, want one conflict naming %s", res, gitManager)
 	}
-	if len(res.Conflicts) != 1 || !strings.Contains(res.Conflicts[0], gitManager) || !strings.Contains(res.Conflicts[0], "HTTPRoute "+ns+"/web") || res.Weight != 20 {
-		t.Fatalf("after git's apply: %+v, want one conflict naming %s and the weight back", res, gitManager)
+	if res = settle(t, a, target, shift); res.Weight != 20 {
+		t.Fatalf("the weight is not back: %+v", res)
 	}
 
 	// A Gateway is present: the route waits for its status.
@@ -169,8 +199,8 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	if err := env.client.Create(ctx, gw); err != nil {
 		t.Fatal(err)
 	}
-	if res, err = a.Apply(ctx, target, shift); err != nil || res.Accepted || !strings.Contains(res.Waiting, "Gateway "+ns+"/edge") {
-		t.Fatalf("with a Gateway and no route status: %+v, %v; want not accepted", res, err)
+	if res = trafficRound(t, a, target, shift); res.Accepted || res.Reached || !strings.Contains(res.Waiting, "Gateway "+ns+"/edge") {
+		t.Fatalf("with a Gateway and no route status: %+v; want not accepted", res)
 	}
 	for _, name := range []string{"web", "web-stepwise-canary"} {
 		r := &gatewayv1.HTTPRoute{}
@@ -183,17 +213,16 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if res, err = a.Apply(ctx, target, shift); err != nil || !res.Accepted {
-		t.Fatalf("with the Gateway's Accepted status: %+v, %v", res, err)
+	if res = trafficRound(t, a, target, shift); !res.Accepted || !res.Reached {
+		t.Fatalf("with the Gateway's Accepted status: %+v", res)
 	}
 
 	// Promoted: the stable Service is git's again (it selects every Pod,
 	// all on the new revision) and Stepwise no longer owns its selector,
 	// the weights go, the canary route is deleted, and the route is git's
-	// again.
-	res, err = a.Apply(ctx, target, traffic.Plan{})
-	if err != nil || res.Weight != 0 || res.Matches != 0 {
-		t.Fatalf("promoted: %+v, %v", res, err)
+	// again; the record is empty.
+	if res = settle(t, a, target, traffic.Plan{}); res.Weight != 0 || target.Written != nil {
+		t.Fatalf("promoted: %+v, record %+v", res, target.Written)
 	}
 	mustGet(t, ns, "web", stable)
 	if want := gitService(ns).Spec.Selector; !equality.Semantic.DeepEqual(stable.Spec.Selector, want) {
@@ -213,9 +242,8 @@ func TestTrafficApplierOwnsOnlyWhatItSets(t *testing.T) {
 	}
 	// Git's later applies of the same route are no conflict.
 	applyAs(t, gitManager, gitRoute(ns))
-	target.LastWeight, target.LastStable, target.LastCanary = 0, "", ""
-	if res, err = a.Apply(ctx, target, traffic.Plan{}); err != nil || len(res.Conflicts) != 0 || res.Applied {
-		t.Fatalf("git re-applying at rest: %+v, %v", res, err)
+	if res = trafficRound(t, a, target, traffic.Plan{}); len(res.Conflicts) != 0 || len(res.Writes) != 0 {
+		t.Fatalf("git re-applying at rest: %+v", res)
 	}
 	mustGet(t, ns, "web", stable)
 	if owners := selectorOwners(stable); !slices.Equal(owners, []string{gitManager}) {

@@ -2,32 +2,92 @@ package rollout_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
-// An HTTPRoute in another namespace than the Services needs a
-// ReferenceGrant in the Services' namespace. Without one the Rollout says
-// so (Ready=False, reason ReferenceGrantMissing, and a Warning Event, both
-// naming the route, the Services and where the grant must be) and moves no
-// Pod to a new revision; once the grant exists the release goes on.
-func TestTrafficRoutingReportsAMissingReferenceGrant(t *testing.T) {
+// edgeRoute applies git's route web to namespace edge, a platform team's,
+// sending to Service web of namespace ns, and returns it as stored.
+func edgeRoute(t *testing.T, ns, edge string) *gatewayv1.HTTPRoute {
+	t.Helper()
+	route := gitRoute(edge)
+	route.Spec.Rules[1].BackendRefs[0].Namespace = ptr.To(gatewayv1.Namespace(ns))
+	applyAs(t, gitManager, route)
+	stored := &gatewayv1.HTTPRoute{}
+	mustGet(t, edge, "web", stored)
+	return stored
+}
+
+// servicesGrant is the grant in ns (the tenant's own) that lets HTTPRoutes
+// of edge send to its Services: what the data plane needs.
+func servicesGrant(t *testing.T, ns, edge string) {
+	t.Helper()
+	createObject(t, &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "routes-from-edge"}, Spec: gatewayv1.ReferenceGrantSpec{
+		From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: gatewayv1.Namespace(edge)}},
+		To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+	}})
+}
+
+// routeConsent is the route owner's consent, in edge, that Rollouts of ns
+// write its HTTPRoutes named routes (every route when none is named).
+func routeConsent(ns, edge string, routes ...string) *gatewayv1.ReferenceGrant {
+	g := &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: edge, Name: "rollouts-from-" + ns}, Spec: gatewayv1.ReferenceGrantSpec{
+		From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.Group(stepwisev1.GroupVersion.Group), Kind: "Rollout", Namespace: gatewayv1.Namespace(ns)}},
+	}}
+	for _, r := range routes {
+		g.Spec.To = append(g.Spec.To, gatewayv1.ReferenceGrantTo{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Name: ptr.To(gatewayv1.ObjectName(r))})
+	}
+	if len(routes) == 0 {
+		g.Spec.To = []gatewayv1.ReferenceGrantTo{{Group: gatewayv1.GroupName, Kind: "HTTPRoute"}}
+	}
+	return g
+}
+
+func createObject(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.client.Create(testContext(t), obj); err != nil {
+		t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+// untouchedBy reports whether obj carries nothing Stepwise wrote: no entry
+// of its traffic field manager.
+func untouchedBy(obj client.Object) bool {
+	return !slices.ContainsFunc(obj.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == traffic.FieldManager })
+}
+
+// withNamespaces lets the manager watch more namespaces than the test's.
+func withNamespaces(nss ...string) func(*manager.Options) {
+	return func(o *manager.Options) { o.Namespaces = append(o.Namespaces, nss...) }
+}
+
+// A Rollout writes an HTTPRoute of another namespace only with that
+// namespace's consent: a ReferenceGrant there from Rollouts of the
+// Rollout's namespace to the route. The grant the tenant writes in its own
+// namespace (for the route to send to its Services) is not consent.
+// Without it: nothing is written into the route, the Rollout says which
+// grant is missing where, and no Pod moves. Consent withdrawn mid-release:
+// what Stepwise wrote comes out of the route, and nothing more goes in.
+func TestARouteInAnotherNamespaceNeedsItsOwnersConsent(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	edge := newNamespace(t)
 	applyAs(t, gitManager, gitService(ns))
-	route := gitRoute(edge)
-	route.Spec.Rules[1].BackendRefs[0].Namespace = ptr.To(gatewayv1.Namespace(ns))
-	applyAs(t, gitManager, route)
+	git := edgeRoute(t, ns, edge)
+	servicesGrant(t, ns, edge)
 	createCloneSet(t, newCloneSet(ns, "web", 4, "v1"))
 	autopilot(t, ns, "web")
 	podPilot(t, ns, "web")
@@ -37,49 +97,75 @@ func TestTrafficRoutingReportsAMissingReferenceGrant(t *testing.T) {
 		stepAt(num(0)))
 	ro.Spec.TrafficRouting = webRouting(edge)
 	createRollout(t, ro)
-	startController(t, ns)
+	startController(t, ns, withNamespaces(edge))
 
-	missing := func(g Gomega, ro *stepwisev1.Rollout) {
+	refused := func(g Gomega, ro *stepwisev1.Rollout) {
 		c := condition(ro, meta.ReadyCondition)
 		g.Expect(c).NotTo(BeNil(), describe(ro))
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(c.Reason).To(Equal(stepwisev1.ReasonReferenceGrantMissing), describe(ro))
-		g.Expect(c.Message).To(And(ContainSubstring("HTTPRoute "+edge+"/web"), ContainSubstring("Service web, web-canary"), ContainSubstring("no ReferenceGrant in namespace "+ns)))
+		g.Expect(c.Message).To(And(ContainSubstring("HTTPRoute "+edge+"/web"), ContainSubstring("has not consented to Rollouts of namespace "+ns),
+			ContainSubstring("ReferenceGrant in namespace "+edge), ContainSubstring("kind: Rollout, namespace: "+ns)))
+		g.Expect(c.Message).NotTo(ContainSubstring("may not send to Service"), "the Services' grant exists")
 	}
-	eventually(t, ns, "web", missing)
-	waitForEvent(t, ns, "web", stepwisev1.EventReferenceGrantMissing, "HTTPRoute "+edge+"/web", "namespace "+ns)
+	routeIsGits := func(g Gomega) {
+		r := &gatewayv1.HTTPRoute{}
+		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: edge, Name: "web"}, r)).To(Succeed())
+		g.Expect(equality.Semantic.DeepEqual(r.Spec.Rules, git.Spec.Rules)).To(BeTrue(), "the route is not git's: %+v", r.Spec.Rules)
+	}
+	eventually(t, ns, "web", refused)
+	waitForEvent(t, ns, "web", stepwisev1.EventReferenceGrantMissing, "HTTPRoute "+edge+"/web", "has not consented")
 
-	// A release while the grant is missing moves no Pod.
+	// A release without consent writes nothing into the route and moves no Pod.
 	commit(t, ns, "web", "v2")
-	NewWithT(t).Eventually(func(g Gomega) {
+	waitUpdateRevision(t, ns, "web", "web-v2")
+	consistently(t, ns, "web", 3*time.Second, func(g Gomega, ro *stepwisev1.Rollout) {
+		refused(g, ro)
+		routeIsGits(g)
+		r := &gatewayv1.HTTPRoute{}
+		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: edge, Name: "web"}, r)).To(Succeed())
+		g.Expect(untouchedBy(r)).To(BeTrue(), "Stepwise wrote into the route: %v", r.ManagedFields)
 		cs := &stepwisev1.CloneSet{}
 		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, cs)).To(Succeed())
 		g.Expect(cs.Status.UpdateRevision).To(Equal("web-v2"))
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
-	consistently(t, ns, "web", 3*time.Second, func(g Gomega, ro *stepwisev1.Rollout) {
-		missing(g, ro)
-		cs := &stepwisev1.CloneSet{}
-		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, cs)).To(Succeed())
-		g.Expect(cs.Status.UpdatedReplicas).To(BeZero(), "a Pod moved to v2 without the grant")
+		g.Expect(cs.Status.UpdatedReplicas).To(BeZero(), "a Pod moved to v2 without the route owner's consent")
 	})
 
-	grant := &gatewayv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "routes-from-edge"}, Spec: gatewayv1.ReferenceGrantSpec{
-		From: []gatewayv1.ReferenceGrantFrom{{Group: gatewayv1.GroupName, Kind: "HTTPRoute", Namespace: gatewayv1.Namespace(edge)}},
-		To:   []gatewayv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
-	}}
-	if err := env.client.Create(testContext(t), grant); err != nil {
-		t.Fatal(err)
-	}
+	// The route's owner consents to this route: the release goes on.
+	consent := routeConsent(ns, edge, "web")
+	createObject(t, consent)
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
 		stepIs(g, ro, 0)
 		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion), describe(ro))
-		g.Expect(condition(ro, meta.ReadyCondition).Reason).NotTo(Equal(stepwisev1.ReasonReferenceGrantMissing))
-		r := &gatewayv1.HTTPRoute{}
-		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: edge, Name: "web"}, r)).To(Succeed())
-		refs := r.Spec.Rules[1].BackendRefs
-		g.Expect(refs).To(HaveLen(2))
-		g.Expect(string(refs[1].Name)).To(Equal("web-canary"))
-		g.Expect(refs[1].Namespace).To(Equal(ptr.To(gatewayv1.Namespace(ns))))
-		g.Expect(*refs[1].Weight).To(BeEquivalentTo(20))
+		w, _ := routeState(g, edge, git)
+		g.Expect(w).To(BeEquivalentTo(20))
+		g.Expect(ro.Status.Traffic.Written).NotTo(BeNil())
+		g.Expect(ro.Status.Traffic.Written.Routes).To(ContainElement(stepwisev1.WrittenRoute{Namespace: edge, Name: "web", StableService: "web", CanaryService: "web-canary"}))
 	})
+
+	// Consent withdrawn mid-release: the route is git's again, the Rollout
+	// says why, and Stepwise writes nothing more into it.
+	if err := env.client.Delete(testContext(t), consent); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		refused(g, ro)
+		routeIsGits(g)
+		g.Expect(ro.Status.Traffic.Written == nil || len(ro.Status.Traffic.Written.Routes) == 0).To(BeTrue(), "the record still holds the route: %+v", ro.Status.Traffic.Written)
+	})
+	consistently(t, ns, "web", 2*time.Second, func(g Gomega, ro *stepwisev1.Rollout) {
+		refused(g, ro)
+		routeIsGits(g)
+	})
+}
+
+// waitUpdateRevision waits for CloneSet name to report rev as its update
+// revision (and so its updated Pods as those on rev).
+func waitUpdateRevision(t *testing.T, ns, name, rev string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		cs := &stepwisev1.CloneSet{}
+		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cs)).To(Succeed())
+		g.Expect(cs.Status.UpdateRevision).To(Equal(rev))
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
