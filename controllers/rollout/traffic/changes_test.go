@@ -1,6 +1,7 @@
 package traffic
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -197,6 +198,13 @@ func TestChangesNeedTheRouteOwnersConsent(t *testing.T) {
 		out := Changes(world(stable, gitCanary, routes, nil, map[string][]gatewayv1.ReferenceGrant{"edge": {consent("shop", "")}}), sceneTarget(sceneRollout("edge", false), nil), step50)
 		if len(writesTo(out, "edge", "web")) > 0 || !hasProblem(out, v1alpha1.ReasonReferenceGrantMissing, "may not send to Service web, web-canary", "no ReferenceGrant in namespace shop") ||
 			hasProblem(out, v1alpha1.ReasonReferenceGrantMissing, "has not consented") {
+			t.Fatalf("writes %+v problems %+v", out.Writes, out.Problems)
+		}
+	})
+	t.Run("a route the manager may not reach is reported, never written", func(t *testing.T) {
+		unreachable := map[string]RouteView{"edge/web": {Err: errors.New("HTTPRoute edge/web is in namespace edge, which the manager does not watch")}}
+		out := Changes(world(stable, gitCanary, unreachable, []gatewayv1.ReferenceGrant{routesFromEdge}, nil), sceneTarget(sceneRollout("edge", false), nil), step50)
+		if len(writesTo(out, "edge", "web")) > 0 || !hasProblem(out, v1alpha1.ReasonTrafficNotPermitted, "does not watch") || out.Reached {
 			t.Fatalf("writes %+v problems %+v", out.Writes, out.Problems)
 		}
 	})
