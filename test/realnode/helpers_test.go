@@ -133,12 +133,13 @@ func (b *bed) apply(t *testing.T, objs []*unstructured.Unstructured) {
 }
 
 // waitManagerAvailable waits for the manager Deployment of namespace to
-// have one available replica at its generation.
+// have one available replica at its generation. It may run in a cleanup,
+// after the test's context is done.
 func (b *bed) waitManagerAvailable(t *testing.T, namespace string) {
 	t.Helper()
 	gomega.NewWithT(t).Eventually(func(g gomega.Gomega) {
 		d := &appsv1.Deployment{}
-		g.Expect(b.client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: "stepwise-manager"}, d)).To(gomega.Succeed())
+		g.Expect(b.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "stepwise-manager"}, d)).To(gomega.Succeed())
 		g.Expect(d.Status.ObservedGeneration).To(gomega.Equal(d.Generation))
 		g.Expect(d.Status.AvailableReplicas).To(gomega.Equal(int32(1)), "available manager replicas")
 	}, 3*time.Minute, time.Second).Should(gomega.Succeed())
