@@ -214,8 +214,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	// Secrets and ConfigMaps are read only in the watched namespaces.
 	var (
-		apiReader  client.Reader = mgr.GetAPIReader()
-		baseClient               = mgr.GetClient()
+		apiReader  = mgr.GetAPIReader()
+		baseClient = mgr.GetClient()
 	)
 	if len(namespaces) > 0 {
 		scope := readScope{namespaces: namespaces, scheme: scheme}

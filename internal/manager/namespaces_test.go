@@ -122,3 +122,43 @@ func TestScopedReaderKeepsSecretsAndConfigMapsInTheWatchedNamespaces(t *testing.
 		})
 	}
 }
+
+// recordingClient is recordingReader as a client; nothing else is called.
+type recordingClient struct {
+	client.Client
+	reads recordingReader
+}
+
+func (c *recordingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.reads.Get(ctx, key, obj, opts...)
+}
+
+func (c *recordingClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.reads.List(ctx, list, opts...)
+}
+
+// The controllers' client keeps the same rule as their API reader.
+func TestScopedClientKeepsSecretsInTheWatchedNamespaces(t *testing.T) {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := &recordingClient{}
+	c := &scopedClient{Client: inner, scope: readScope{namespaces: []string{"team-a"}, scheme: scheme}}
+	ctx := context.Background()
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "other", Name: "token"}, &corev1.Secret{}); err == nil {
+		t.Error("a Secret of another namespace was read")
+	}
+	if err := c.List(ctx, &corev1.ConfigMapList{}); err == nil {
+		t.Error("the ConfigMaps of every namespace were listed")
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "token"}, &corev1.Secret{}); err != nil {
+		t.Error(err)
+	}
+	if err := c.List(ctx, &corev1.PodList{}, client.InNamespace("other")); err != nil {
+		t.Error(err)
+	}
+	if want := []string{"get team-a/token", "list other"}; !slices.Equal(inner.reads.calls, want) {
+		t.Errorf("reads passed on %v, want %v", inner.reads.calls, want)
+	}
+}
