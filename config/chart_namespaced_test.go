@@ -266,11 +266,12 @@ func TestNamespacedChartOnAnAPIServer(t *testing.T) {
 		t.Errorf("the Pod stores hold %d Pods of namespace other, which the manager does not watch", n)
 	}
 
+	began := time.Now()
 	_, err = manager.New(asManager, manager.Options{
 		Namespaces: []string{"team-a", "other"}, Metrics: manager.MetricsOptions{BindAddress: "0"},
 		SkipNameValidation: true, Registry: prometheus.NewRegistry(),
 	})
-	t.Logf("a manager told to watch namespace other: %v", err)
+	t.Logf("a manager told to watch namespace other, in %s: %v", time.Since(began).Round(time.Millisecond), err)
 	for _, part := range []string{
 		"may not list and watch what it must in the namespaces it watches (--watch-namespaces=team-a,other)",
 		"namespace other: ", "pods (create, delete, get, list, patch, watch)", "stepwise.dev/rollouts (get, list, patch, watch)",
