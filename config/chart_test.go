@@ -36,6 +36,16 @@ var helmLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/versi
 // object strictly.
 func renderChart(t *testing.T, valuesYAML string) []object {
 	t.Helper()
+	manifest, err := renderManifest(t, valuesYAML)
+	if err != nil {
+		t.Fatalf("rendering the chart with %q: %v", valuesYAML, err)
+	}
+	return decodeManifest(t, manifest)
+}
+
+// renderManifest is the chart's manifest with valuesYAML, or Helm's error.
+func renderManifest(t *testing.T, valuesYAML string) (string, error) {
+	t.Helper()
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatalf("loading the chart: %v", err)
@@ -57,14 +67,20 @@ func renderChart(t *testing.T, valuesYAML string) []object {
 	}
 	releaser, err := install.Run(chrt, values)
 	if err != nil {
-		t.Fatalf("rendering the chart with %q: %v", valuesYAML, err)
+		return "", err
 	}
 	rel, ok := releaser.(*release.Release)
 	if !ok {
 		t.Fatalf("the install returned a %T", releaser)
 	}
+	return rel.Manifest, nil
+}
+
+// decodeManifest decodes every object of a rendered manifest strictly.
+func decodeManifest(t *testing.T, manifest string) []object {
+	t.Helper()
 	var out []object
-	docs := utilyaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(rel.Manifest), 4096)
+	docs := utilyaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(manifest), 4096)
 	for {
 		var doc map[string]any
 		if err := docs.Decode(&doc); errors.Is(err, io.EOF) {
@@ -199,7 +215,7 @@ func TestChartValues(t *testing.T) {
 		values: "{logLevel: debug, watchNamespaces: [team-a, team-b], analysisAllowedAddresses: ['prometheus.monitoring:9090'], notificationAllowedAddresses: ['https://hooks.slack.com/services'], extraArgs: [--rollout-concurrency=32]}",
 		check: func(t *testing.T, objs []object) {
 			want := []string{"--leader-elect", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
-				"--zap-log-level=debug", "--namespaces=team-a,team-b",
+				"--zap-log-level=debug", "--watch-namespaces=team-a,team-b",
 				"--analysis-allowed-addresses=prometheus.monitoring:9090",
 				"--notification-allowed-addresses=https://hooks.slack.com/services", "--rollout-concurrency=32"}
 			if diff := cmp.Diff(want, args(t, objs)); diff != "" {

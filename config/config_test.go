@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -626,10 +627,9 @@ func TestDefaultAppliesToAnAPIServer(t *testing.T) {
 	applyToAPIServer(t, render(t))
 }
 
-// applyToAPIServer creates objs in order on a fresh envtest API server with
-// strict field validation, fails on any warning, then checks what the
-// manager's ServiceAccount may do and that the CRDs are served.
-func applyToAPIServer(t *testing.T, objs []object) {
+// startAPIServer starts an envtest API server for the test, with a client
+// whose warnings w keeps.
+func startAPIServer(t *testing.T) (*rest.Config, client.Client, *warnings) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Setenv("KUBEBUILDER_ASSETS", filepath.Join("..", "bin"))
@@ -646,9 +646,26 @@ func applyToAPIServer(t *testing.T, objs []object) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, c, w
+}
 
+// applyToAPIServer creates objs in order on a fresh envtest API server with
+// strict field validation, fails on any warning, then checks what the
+// manager's ServiceAccount may do and that the CRDs are served.
+func applyToAPIServer(t *testing.T, objs []object) {
+	t.Helper()
+	_, c, w := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	createObjects(ctx, t, c, w, objs)
+	checkManagerAccess(ctx, t, c)
+	waitForCRDs(ctx, t, c, objs)
+}
+
+// createObjects creates objs in order with strict field validation and
+// fails on any warning.
+func createObjects(ctx context.Context, t *testing.T, c client.Client, w *warnings, objs []object) {
+	t.Helper()
 	for _, o := range objs {
 		u := o.u.DeepCopy()
 		if err := c.Create(ctx, u, client.FieldValidation("Strict"), client.FieldOwner("config-test")); err != nil {
@@ -658,10 +675,12 @@ func applyToAPIServer(t *testing.T, objs []object) {
 			t.Errorf("creating %s: API server warns: %s", o.key(), text)
 		}
 	}
+}
 
-	checkManagerAccess(ctx, t, c)
-
-	// The CRDs must be served, or the manager's informers never sync.
+// waitForCRDs waits until the CRDs among objs are served, or the manager's
+// informers would never sync.
+func waitForCRDs(ctx context.Context, t *testing.T, c client.Client, objs []object) {
+	t.Helper()
 	for _, o := range objs {
 		if o.u.GetKind() != "CustomResourceDefinition" {
 			continue

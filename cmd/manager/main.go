@@ -29,6 +29,8 @@ func run() error {
 		opts        manager.Options
 		secure      bool
 		controllers string
+		// oldFlag: the namespaces came from --namespaces.
+		oldFlag bool
 	)
 	// --kubeconfig is registered by controller-runtime's config package.
 	flag.StringVar(&opts.Metrics.BindAddress, "metrics-bind-address", ":8443", "Address of the Prometheus /metrics endpoint; 0 disables it.")
@@ -45,13 +47,18 @@ func run() error {
 		opts.AnalysisAddresses = append(opts.AnalysisAddresses, strings.Split(v, ",")...)
 		return nil
 	})
-	flag.Func("namespaces", "Namespaces the controllers watch, comma-separated or repeated; unset: every namespace. The Lease stays in --leader-election-namespace.", func(v string) error {
+	watchNamespaces := func(v string) error {
 		for ns := range strings.SplitSeq(v, ",") {
 			if ns = strings.TrimSpace(ns); ns != "" {
 				opts.Namespaces = append(opts.Namespaces, ns)
 			}
 		}
 		return nil
+	}
+	flag.Func(manager.WatchNamespacesFlag, "Namespaces the manager watches, comma-separated or repeated: its cache, Pods, Secrets and ConfigMaps; it checks at start that it may list and watch what it needs in each. Unset: every namespace. The Lease stays in --leader-election-namespace.", watchNamespaces)
+	flag.Func("namespaces", "Deprecated: --"+manager.WatchNamespacesFlag+".", func(v string) error {
+		oldFlag = true
+		return watchNamespaces(v)
 	})
 	flag.Func(notification.AllowedAddressesFlag, "Addresses the webhooks of spec.notifications may post to, comma-separated or repeated: URL prefixes (https://hooks.slack.com/services) or hosts (alertmanager.monitoring:9093). Unset: any address. See docs/notifications.md.", func(v string) error {
 		opts.NotificationAddresses = append(opts.NotificationAddresses, strings.Split(v, ",")...)
@@ -63,6 +70,9 @@ func run() error {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
+	if oldFlag {
+		setupLog.Info("--namespaces is deprecated and will be removed: use --" + manager.WatchNamespacesFlag)
+	}
 
 	opts.Metrics.Insecure = !secure
 	for name := range strings.SplitSeq(controllers, ",") {
@@ -95,7 +105,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	setupLog.Info("starting manager", "controllers", opts.Controllers, "secureMetrics", secure)
+	setupLog.Info("starting manager", "controllers", opts.Controllers, "secureMetrics", secure, "watchNamespaces", opts.Namespaces)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

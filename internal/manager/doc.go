@@ -1,6 +1,8 @@
 // Package manager assembles the Stepwise controller manager in one place:
 // the scheme, what the informer cache holds and how it trims objects, the
-// clients and their field owners, Secrets read around the cache, the
+// namespaces it watches (and, for a namespaced manager, the check at start
+// that its RBAC lets it watch them), the clients and their field owners,
+// Secrets and ConfigMaps read around the cache, kept to those namespaces, the
 // controllers, their Prometheus metrics, the metrics endpoint and its
 // authentication, and the health checks.
 //

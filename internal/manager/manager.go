@@ -93,8 +93,12 @@ type Options struct {
 	// spec.notifications may connect (same entries as AnalysisAddresses);
 	// empty allows any address.
 	NotificationAddresses []string
-	// Namespaces limits the cache, and so every controller, to these
-	// namespaces; empty watches all.
+	// Namespaces are the namespaces the manager watches
+	// (--watch-namespaces); empty watches all. They limit the cache, and so
+	// every controller and the Pod stores, and the manager's reads of
+	// Secrets and ConfigMaps (scopedReader). With namespaces, New first
+	// checks that the manager may list and watch what it must in each of
+	// them (checkAccess) and fails naming what is missing.
 	Namespaces []string
 	// Registry receives the controllers' own metrics; controller-runtime's
 	// registry, which /metrics serves, when nil. Tests that start managers
@@ -165,6 +169,10 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	namespaces, err := checkNamespaces(opts.Namespaces)
+	if err != nil {
+		return nil, err
+	}
 	pods := podcache.NewStores()
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme,
@@ -179,7 +187,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		// lease it held.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr.To(GracefulShutdownTimeout),
-		Cache:                         cacheOptions(opts.Namespaces, pods),
+		Cache:                         cacheOptions(namespaces, pods),
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets are read rarely (a metric's bearer token, at each
 			// measurement) and around the cache: caching them would take
@@ -196,8 +204,23 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	m := &Manager{Manager: mgr, Pods: pods}
+	if len(namespaces) > 0 {
+		if err := verifyAccess(mgr, cfg, namespaces); err != nil {
+			return nil, err
+		}
+	}
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, err
+	}
+	// Secrets and ConfigMaps are read only in the watched namespaces.
+	var (
+		apiReader  = mgr.GetAPIReader()
+		baseClient = mgr.GetClient()
+	)
+	if len(namespaces) > 0 {
+		scope := readScope{namespaces: namespaces, scheme: scheme}
+		apiReader = &scopedReader{Reader: apiReader, scope: scope}
+		baseClient = &scopedClient{Client: baseClient, scope: scope}
 	}
 
 	registry := opts.Registry
@@ -209,13 +232,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		if err := register(registry, m.CloneSetMetrics.Collectors()); err != nil {
 			return nil, err
 		}
-		cloneSetClient := client.WithFieldOwner(mgr.GetClient(), CloneSetFieldOwner)
+		cloneSetClient := client.WithFieldOwner(baseClient, CloneSetFieldOwner)
 		if opts.WrapCloneSetClient != nil {
 			cloneSetClient = opts.WrapCloneSetClient(cloneSetClient)
 		}
 		if err := (&cloneset.Reconciler{
 			Client:    cloneSetClient,
-			APIReader: mgr.GetAPIReader(),
+			APIReader: apiReader,
 			Scheme:    scheme,
 			Recorder:  mgr.GetEventRecorder("stepwise-cloneset"),
 			Metrics:   m.CloneSetMetrics,
@@ -230,14 +253,14 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		if err := register(registry, m.RolloutMetrics.Collectors()); err != nil {
 			return nil, err
 		}
-		rolloutClient := client.WithFieldOwner(mgr.GetClient(), RolloutFieldOwner)
+		rolloutClient := client.WithFieldOwner(baseClient, RolloutFieldOwner)
 		if opts.WrapRolloutClient != nil {
 			rolloutClient = opts.WrapRolloutClient(rolloutClient)
 		}
 		recorder := mgr.GetEventRecorder("stepwise-rollout")
 		// Webhooks are posted by the Notifier's own workers, never by a
 		// reconcile, which only hands it what its status write recorded.
-		notifier, err := rollout.NewNotifier(mgr.GetAPIReader(), recorder, opts.NotificationAddresses, opts.NotificationPolicy)
+		notifier, err := rollout.NewNotifier(apiReader, recorder, opts.NotificationAddresses, opts.NotificationPolicy)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +269,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 		if err := (&rollout.Reconciler{
 			Client:            rolloutClient,
-			APIReader:         mgr.GetAPIReader(),
+			APIReader:         apiReader,
 			Scheme:            scheme,
 			Recorder:          recorder,
 			Metrics:           m.RolloutMetrics,

@@ -5,7 +5,7 @@
 //
 // controller-runtime's reader copies every object it lists (or, with
 // UnsafeDisableDeepCopy, still copies each struct into the list), and when
-// the cache watches a list of namespaces (--namespaces) it keeps one
+// the cache watches a list of namespaces (--watch-namespaces) it keeps one
 // informer per namespace behind a front without an indexer. Stores learns
 // every Pod informer the cache makes, through cache.Options.NewInformer,
 // so both setups are read the same way.

@@ -41,7 +41,7 @@ func keptPod(namespace, name string, owner types.UID, labelSet map[string]string
 }
 
 // Stores keeps the indexers of Pod informers only, reads every one of
-// them (one per namespace with --namespaces), and finds a Pod by its
+// them (one per namespace with --watch-namespaces), and finds a Pod by its
 // controller's UID or by namespace and selector.
 func TestStoresReadEveryPodInformer(t *testing.T) {
 	stores := NewStores()

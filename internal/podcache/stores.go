@@ -18,9 +18,10 @@ const ControllerIndex = "stepwise.dev/pod-controller"
 
 // Stores reads the cached Pods from the Pod informers' indexers: the one
 // informer of a cache over every namespace, or one per namespace with
-// --namespaces, which controller-runtime keeps behind a front without an
-// indexer. It learns them as the cache makes them, through NewInformer,
-// which the manager sets as cache.Options.NewInformer.
+// --watch-namespaces, which controller-runtime keeps behind a front
+// without an indexer. It learns them as the cache makes them, through
+// NewInformer, which the manager sets as cache.Options.NewInformer, and
+// makes none itself: it holds the Pods of the watched namespaces only.
 type Stores struct {
 	mu       sync.RWMutex
 	indexers []toolscache.Indexer

@@ -102,6 +102,7 @@ func (b *bed) install(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kustomize build test/realnode/install: %v", err)
 	}
+	var objs []*unstructured.Unstructured
 	for _, r := range resMap.Resources() {
 		data, err := r.MarshalJSON()
 		if err != nil {
@@ -111,6 +112,17 @@ func (b *bed) install(t *testing.T) {
 		if err := u.UnmarshalJSON(data); err != nil {
 			t.Fatal(err)
 		}
+		objs = append(objs, u)
+	}
+	b.apply(t, objs)
+	b.waitManagerAvailable(t, managerNamespace)
+}
+
+// apply applies objs in order as kubectl apply --server-side does, and
+// waits for each CRD among them to be served.
+func (b *bed) apply(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, u := range objs {
 		if err := b.client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
 			t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
@@ -118,9 +130,16 @@ func (b *bed) install(t *testing.T) {
 			b.waitEstablished(t, u.GetName())
 		}
 	}
+}
+
+// waitManagerAvailable waits for the manager Deployment of namespace to
+// have one available replica at its generation. It may run in a cleanup,
+// after the test's context is done.
+func (b *bed) waitManagerAvailable(t *testing.T, namespace string) {
+	t.Helper()
 	gomega.NewWithT(t).Eventually(func(g gomega.Gomega) {
 		d := &appsv1.Deployment{}
-		g.Expect(b.client.Get(t.Context(), client.ObjectKey{Namespace: managerNamespace, Name: "stepwise-manager"}, d)).To(gomega.Succeed())
+		g.Expect(b.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "stepwise-manager"}, d)).To(gomega.Succeed())
 		g.Expect(d.Status.ObservedGeneration).To(gomega.Equal(d.Generation))
 		g.Expect(d.Status.AvailableReplicas).To(gomega.Equal(int32(1)), "available manager replicas")
 	}, 3*time.Minute, time.Second).Should(gomega.Succeed())

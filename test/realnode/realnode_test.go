@@ -36,6 +36,9 @@ func TestRealNode(t *testing.T) {
 	t.Run("TrafficThroughTraefik", func(t *testing.T) { testTrafficThroughTraefik(t, b) })
 	t.Run("ManagerFailover", func(t *testing.T) { testFailover(t, b) })
 	t.Run("SimulatorFaithful", func(t *testing.T) { testSimulatorFaithful(t, b) })
+	// Last: it stops the cluster-wide manager while it runs (and starts it
+	// again).
+	t.Run("NamespacedInstall", func(t *testing.T) { testNamespacedInstall(t, b) })
 }
 
 func testEnvChangeRecreates(t *testing.T, b *bed) {

@@ -43,8 +43,9 @@ type delivery struct {
 
 // newDelivery creates the CloneSet on v1, sends traffic to its Pods,
 // starts Prometheus on the Pods' gateway (the manager queries it from its
-// Pod), and creates the Rollout with steps, waiting until it adopted v1.
-func (b *bed) newDelivery(t *testing.T, ns string, replicas int32, steps []stepwisev1.RolloutStep) *delivery {
+// Pod), and creates the Rollout with steps, changed by each of change,
+// waiting until it adopted v1.
+func (b *bed) newDelivery(t *testing.T, ns string, replicas int32, steps []stepwisev1.RolloutStep, change ...func(*stepwisev1.Rollout)) *delivery {
 	t.Helper()
 	g := gomega.NewWithT(t)
 	b.namespace(t, ns)
@@ -98,6 +99,9 @@ func (b *bed) newDelivery(t *testing.T, ns string, replicas int32, steps []stepw
 				}},
 			},
 		},
+	}
+	for _, c := range change {
+		c(ro)
 	}
 	b.create(t, ro)
 	d.waitRollout("adopts v1", func(g gomega.Gomega, ro *stepwisev1.Rollout) {

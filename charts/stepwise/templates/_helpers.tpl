@@ -1,7 +1,19 @@
 {{/*
 Names are fixed, as in config/default: the CRDs and ClusterRoles are
-cluster-wide, so a cluster runs one Stepwise, whatever the release is called.
+cluster-wide, so a cluster runs one cluster-wide Stepwise, whatever the
+release is called. Namespaced installs (rbac.namespaced) may be several, one
+per team: their ClusterRoles (metrics only) carry the release's namespace.
 */}}
+
+{{/* The name of a cluster-scoped object: .name, with "-<release namespace>"
+in a namespaced install. Takes (dict "root" $ "name" "..."). */}}
+{{- define "stepwise.clusterScopedName" -}}
+{{- if .root.Values.rbac.namespaced -}}
+{{ .name }}-{{ .root.Release.Namespace }}
+{{- else -}}
+{{ .name }}
+{{- end -}}
+{{- end }}
 
 {{/* Selector labels: the same as config/default's, so a Deployment installed
 with kustomize can be taken over by the chart. */}}
