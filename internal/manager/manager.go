@@ -278,6 +278,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			AnalysisAddresses: opts.AnalysisAddresses,
 			Notifier:          notifier,
 			Pods:              pods,
+			Namespaces:        namespaces,
 		}).SetupWithManager(mgr, orDefault(opts.RolloutConcurrency, DefaultRolloutConcurrency)); err != nil {
 			return nil, fmt.Errorf("setting up Rollout controller: %w", err)
 		}

@@ -169,3 +169,38 @@ func waitUpdateRevision(t *testing.T, ns, name, rev string) {
 		g.Expect(cs.Status.UpdateRevision).To(Equal(rev))
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
+
+// A manager that watches only some namespaces neither reads nor writes a
+// route in another, even with every grant in place: the Rollout says
+// which namespace it does not watch, and no Pod moves.
+func TestARouteInANamespaceTheManagerDoesNotWatchIsRefused(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	edge := newNamespace(t)
+	applyAs(t, gitManager, gitService(ns))
+	git := edgeRoute(t, ns, edge)
+	servicesGrant(t, ns, edge)
+	createObject(t, routeConsent(ns, edge))
+	ro := tenantRelease(t, ns, edge)
+	createRollout(t, ro)
+	startController(t, ns)
+
+	refused := func(g Gomega, ro *stepwisev1.Rollout) {
+		c := condition(ro, meta.ReadyCondition)
+		g.Expect(c).NotTo(BeNil(), describe(ro))
+		g.Expect(c.Reason).To(Equal(stepwisev1.ReasonTrafficNotPermitted), describe(ro))
+		g.Expect(c.Message).To(ContainSubstring("HTTPRoute " + edge + "/web is in namespace " + edge + ", which the manager does not watch"))
+	}
+	eventually(t, ns, "web", refused)
+	commit(t, ns, "web", "v2")
+	waitUpdateRevision(t, ns, "web", "web-v2")
+	consistently(t, ns, "web", 2*time.Second, func(g Gomega, ro *stepwisev1.Rollout) {
+		refused(g, ro)
+		r := &gatewayv1.HTTPRoute{}
+		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: edge, Name: "web"}, r)).To(Succeed())
+		g.Expect(equality.Semantic.DeepEqual(r.Spec.Rules, git.Spec.Rules)).To(BeTrue())
+		cs := &stepwisev1.CloneSet{}
+		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, cs)).To(Succeed())
+		g.Expect(cs.Status.UpdatedReplicas).To(BeZero())
+	})
+}
