@@ -34,7 +34,7 @@ func TestMeasureRefusesAddressesOutsideTheAllowList(t *testing.T) {
 	r := &Reconciler{
 		APIReader:         noReads{t},
 		AnalysisAddresses: []string{"http://prometheus.monitoring:9090", "https://thanos.example/tenant-a"},
-		ProviderFactory: func(m v1alpha1.PrometheusMetric, _ ResolvedRefs) (analysis.Provider, error) {
+		ProviderFactory: func(m v1alpha1.PrometheusMetric, _ ResolvedRefs, _ ProviderLimits) (analysis.Provider, error) {
 			built = append(built, m.Address)
 			return constProvider{}, nil
 		},
