@@ -3,6 +3,7 @@ package notification
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -164,12 +165,18 @@ func notConnected(err error) bool {
 // network told: not the resolved address, not refused rather than
 // unreachable, not the DNS server.
 func describe(err error, host string) error {
-	var refused *prometheus.RefusedAddressError
+	var (
+		refused *prometheus.RefusedAddressError
+		badCert *tls.CertificateVerificationError
+	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return errors.New("the webhook did not answer in time")
 	case errors.As(err, &refused):
 		return fmt.Errorf("could not connect to %s: %w", host, refused)
+	case errors.As(err, &badCert):
+		// What is wrong with it is the receiver's to say, not the Event's.
+		return fmt.Errorf("could not connect to %s: TLS: the certificate was not accepted", host)
 	case notConnected(err):
 		return fmt.Errorf("could not connect to %s", host)
 	}

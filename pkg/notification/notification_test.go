@@ -241,3 +241,16 @@ func TestClientRefusesMetadataAtDialTime(t *testing.T) {
 		_ = conn.Close()
 	}
 }
+
+// A receiver whose certificate is not trusted: the Event says so, without
+// the certificate's names.
+func TestPostUntrustedCertificate(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL + "/hook/SECRET")
+	n, err := Post(context.Background(), NewClient(), u, "id", []byte(`{}`), Policy{Attempts: 3, Timeout: 2 * time.Second})
+	want := "could not connect to " + u.Host + ": TLS: the certificate was not accepted"
+	if n != 1 || err == nil || err.Error() != want {
+		t.Errorf("attempts %d, err %v; want 1 and %q", n, err, want)
+	}
+}
