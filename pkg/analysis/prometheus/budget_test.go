@@ -1,11 +1,14 @@
 package prometheus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
@@ -64,7 +67,7 @@ func TestBudgetReserve(t *testing.T) {
 
 // atCap is an answer of many series just under MaxResponseBytes: the
 // shape that decoded into maps of labels costs the most memory per byte.
-var atCap = func() string {
+var atCap = func() []byte {
 	var sb strings.Builder
 	sb.WriteString(`{"status":"success","data":{"resultType":"vector","result":[`)
 	const tail = `]}}`
@@ -79,7 +82,7 @@ var atCap = func() string {
 		sb.WriteString(s)
 	}
 	sb.WriteString(tail)
-	return sb.String()
+	return []byte(sb.String())
 }()
 
 // Queries at the cap and honest ones share a budget: what is reserved
@@ -87,7 +90,7 @@ var atCap = func() string {
 // never a value, and the honest queries are answered.
 func TestBudgetBoundsAnswersAtTheCap(t *testing.T) {
 	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte(atCap))
+		_, _ = w.Write(atCap)
 	}))
 	defer hostile.Close()
 	honest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -155,12 +158,95 @@ func BenchmarkDecodeAtCap(b *testing.B) {
 	b.SetBytes(int64(len(atCap)))
 	b.ReportAllocs()
 	for b.Loop() {
-		_, a, err := decodeAnswer(strings.NewReader(atCap))
+		_, a, err := decodeAnswer(bytes.NewReader(atCap))
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := a.toResult(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// oneStringAtCap is an answer of MaxResponseBytes that passes once read:
+// a scalar, then one string in a key the decoder skips, which it must
+// hold whole. Per byte, the shape that costs the most to decode.
+var oneStringAtCap = func() []byte {
+	head := `{"status":"success","data":{"resultType":"scalar","result":[1700000000,"0.001"]},"pad":"`
+	tail := `"}`
+	return []byte(head + strings.Repeat("x", MaxResponseBytes-len(head)-len(tail)) + tail)
+}()
+
+// BenchmarkQueriesAtTheCap runs 160 queries at once (16 Rollout workers, 10
+// metrics each), every answer at the cap, of either shape, with the
+// default budget and without one, and reports the peak heap and the
+// budget's peak.
+func BenchmarkQueriesAtTheCap(b *testing.B) {
+	for _, shape := range []struct {
+		name string
+		body []byte
+	}{{"many_series", atCap}, {"one_string", oneStringAtCap}} {
+		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write(shape.body)
+		}))
+		for _, tc := range []struct {
+			name   string
+			budget func() *Budget
+		}{
+			{"budget", func() *Budget { return NewBudget(DefaultBudget) }},
+			{"no_budget", func() *Budget { return nil }},
+		} {
+			b.Run(shape.name+"/"+tc.name, func(b *testing.B) {
+				var peakHeap, peakBudget int64
+				for b.Loop() {
+					budget := tc.budget()
+					runtime.GC()
+					stop := sampleHeapObjects()
+					var wg sync.WaitGroup
+					for range 160 {
+						wg.Go(func() {
+							p, err := New(Config{Address: server.URL, Budget: budget})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							defer p.CloseIdleConnections()
+							_, _ = p.Query(context.Background(), "up")
+						})
+					}
+					wg.Wait()
+					peakHeap = max(peakHeap, stop())
+					peakBudget = max(peakBudget, budget.Peak())
+				}
+				b.ReportMetric(float64(peakHeap)/(1<<20), "peak-heap-MiB")
+				b.ReportMetric(float64(peakBudget)/(1<<20), "budget-peak-MiB")
+			})
+		}
+		server.Close()
+	}
+}
+
+// sampleHeapObjects records the heap's objects every millisecond until the
+// returned function is called, which returns the most seen.
+func sampleHeapObjects() func() int64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak int64
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			metrics.Read(sample)
+			peak = max(peak, int64(sample[0].Value.Uint64()))
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		<-stopped
+		return peak
 	}
 }
