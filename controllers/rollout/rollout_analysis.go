@@ -18,11 +18,21 @@ import (
 )
 
 // ProviderFactory builds the provider that runs one metric's query, from
-// the metric's Prometheus settings and what the reconciler read from the
-// Secrets and ConfigMaps they reference. A provider is built per
-// measurement: measurements are an interval apart, and a Rollout's settings
-// may change between them.
-type ProviderFactory func(metric v1alpha1.PrometheusMetric, refs ResolvedRefs) (analysis.Provider, error)
+// the metric's Prometheus settings, what the reconciler read from the
+// Secrets and ConfigMaps they reference, and the limits the manager sets
+// on every provider. A provider is built per measurement: measurements are
+// an interval apart, and a Rollout's settings may change between them.
+type ProviderFactory func(metric v1alpha1.PrometheusMetric, refs ResolvedRefs, limits ProviderLimits) (analysis.Provider, error)
+
+// ProviderLimits is what the manager imposes on every provider, whatever
+// the Rollout says.
+type ProviderLimits struct {
+	// Allow is the manager's AnalysisAddressesFlag: where a provider may
+	// connect, and which link-local IPs its dialer lets through.
+	Allow prometheus.AllowList
+	// Budget bounds the memory of the answers all providers read at once.
+	Budget *prometheus.Budget
+}
 
 // ResolvedRefs holds what a metric's references name, read in the Rollout's
 // namespace.
@@ -38,12 +48,14 @@ type ResolvedRefs struct {
 const AnalysisAddressesFlag = "analysis-allowed-addresses"
 
 // DefaultProviderFactory queries Prometheus through pkg/analysis/prometheus.
-func DefaultProviderFactory(m v1alpha1.PrometheusMetric, refs ResolvedRefs) (analysis.Provider, error) {
+func DefaultProviderFactory(m v1alpha1.PrometheusMetric, refs ResolvedRefs, limits ProviderLimits) (analysis.Provider, error) {
 	cfg := prometheus.Config{
 		Address:            m.Address,
 		InsecureSkipVerify: m.InsecureSkipVerify,
 		BearerToken:        refs.BearerToken,
 		CACert:             refs.CACert,
+		Allow:              limits.Allow,
+		Budget:             limits.Budget,
 	}
 	if len(m.Headers) > 0 {
 		cfg.Headers = make(map[string]string, len(m.Headers))
@@ -55,6 +67,22 @@ func DefaultProviderFactory(m v1alpha1.PrometheusMetric, refs ResolvedRefs) (ana
 		cfg.Timeout = m.Timeout.Duration
 	}
 	return prometheus.New(cfg)
+}
+
+// setupAnalysis checks the allow-list, makes the memory budget unless one
+// was given, and shares the workers among namespaces.
+func (r *Reconciler) setupAnalysis(workers int) error {
+	// A typo in the allow-list must stop the manager, not turn every
+	// measurement into an Error.
+	if _, err := prometheus.ParseAllowList(r.AnalysisAddresses); err != nil {
+		return fmt.Errorf("--%s: %w", AnalysisAddressesFlag, err)
+	}
+	if r.AnalysisBudget == nil {
+		r.AnalysisBudget = prometheus.NewBudget(prometheus.DefaultBudget)
+	}
+	r.Metrics.watchBudget(r.AnalysisBudget)
+	r.shares = stepanalysis.NewShares(workers)
+	return nil
 }
 
 // runAnalysis does what the step decision asks of status.analysis: clear
@@ -187,8 +215,12 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 	if err != nil {
 		return fail("--%s: %v", AnalysisAddressesFlag, err)
 	}
-	if !allowed.Allows(metric.Prometheus.Address) {
-		return fail("prometheus.address %s is not allowed by the manager's --%s", prometheus.Redact(metric.Prometheus.Address), AnalysisAddressesFlag)
+	switch address := metric.Prometheus.Address; {
+	case allowed.RefusesHost(address):
+		return fail("prometheus.address %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
+			prometheus.Redact(address), AnalysisAddressesFlag)
+	case !allowed.Allows(address):
+		return fail("prometheus.address %s is not allowed by the manager's --%s", prometheus.Redact(address), AnalysisAddressesFlag)
 	}
 	token, err := m.r.bearerToken(ctx, m.ro.Namespace, metric.Prometheus.BearerTokenSecretRef)
 	if err != nil {
@@ -204,7 +236,8 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 	if factory == nil {
 		factory = DefaultProviderFactory
 	}
-	provider, err := factory(*metric.Prometheus, ResolvedRefs{BearerToken: token, CACert: caCert})
+	provider, err := factory(*metric.Prometheus, ResolvedRefs{BearerToken: token, CACert: caCert},
+		ProviderLimits{Allow: allowed, Budget: m.r.AnalysisBudget})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -213,6 +246,16 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 		defer c.CloseIdleConnections()
 	}
 	return analysis.Measure(ctx, provider, query, analysis.Threshold{Min: lo, Max: hi})
+}
+
+// Admit takes one of the namespace's shares of the workers for this
+// round's measurements, or says why not (stepanalysis.Shares).
+func (m *measurer) Admit() (func(), string) {
+	done, refused := m.r.shares.Take(m.ro.Namespace)
+	if refused != "" {
+		m.r.Metrics.deferred(m.ro.Namespace)
+	}
+	return done, refused
 }
 
 // bearerToken reads a metric's token around the cache: the manager does not

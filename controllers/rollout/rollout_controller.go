@@ -72,6 +72,10 @@ type Reconciler struct {
 	// Error measurement before any Secret is read or connection made. Set
 	// from the manager's flag AnalysisAddressesFlag.
 	AnalysisAddresses []string
+	// AnalysisBudget bounds the memory of the Prometheus answers being
+	// read at once, across every Rollout (prometheus.Budget); nil:
+	// SetupWithManager makes one of prometheus.DefaultBudget bytes.
+	AnalysisBudget *prometheus.Budget
 	// Notifier posts phase transitions to spec.notifications off the
 	// reconcile; with none, spec.notifications is ignored and nothing is
 	// recorded in status.notifications.
@@ -94,6 +98,9 @@ type Reconciler struct {
 	// waiting for a Gateway's acceptance or a missing grant needs no
 	// requeue. Set by SetupWithManager.
 	routesWatched, grantsWatched bool
+	// shares bounds the analysis rounds measuring at once per namespace to
+	// a share of the workers. Set by SetupWithManager; unbounded when unset.
+	shares *stepanalysis.Shares
 }
 
 // RBAC: only the verbs the code calls. The Rollout is watched, and read
@@ -145,10 +152,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if r.ProviderFactory == nil {
 		r.ProviderFactory = DefaultProviderFactory
 	}
-	// A typo in the allow-list must stop the manager, not turn every
-	// measurement into an Error.
-	if _, err := prometheus.ParseAllowList(r.AnalysisAddresses); err != nil {
-		return fmt.Errorf("--%s: %w", AnalysisAddressesFlag, err)
+	if err := r.setupAnalysis(concurrency); err != nil {
+		return err
 	}
 	if r.Pods == nil {
 		return errors.New("the Rollout controller needs the cache's Pod stores (Reconciler.Pods)")

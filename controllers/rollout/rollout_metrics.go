@@ -2,11 +2,13 @@ package rollout
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	analysisprom "github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
 )
 
 // Metrics are the Rollout controller's own Prometheus series. The caller
@@ -28,6 +30,17 @@ type Metrics struct {
 	// RolloutDuration is the time from the canary revision's creation (the
 	// template change) to the rollout completing or aborting.
 	RolloutDuration *prometheus.HistogramVec
+	// AnalysisBytesInFlight and AnalysisBytesLimit are the analysis
+	// memory budget's reserved bytes and size (prometheus.Budget), read at
+	// each scrape.
+	AnalysisBytesInFlight prometheus.GaugeFunc
+	AnalysisBytesLimit    prometheus.GaugeFunc
+	// AnalysisDeferred counts analysis rounds whose due measurements were
+	// deferred because their namespace had taken its share of the workers.
+	AnalysisDeferred *prometheus.CounterVec
+
+	// budget is the Reconciler's, once SetupWithManager has made it.
+	budget atomic.Pointer[analysisprom.Budget]
 }
 
 var phases = []v1alpha1.RolloutPhase{v1alpha1.RolloutHealthy, v1alpha1.RolloutProgressing, v1alpha1.RolloutPaused, v1alpha1.RolloutAborted}
@@ -35,7 +48,7 @@ var phases = []v1alpha1.RolloutPhase{v1alpha1.RolloutHealthy, v1alpha1.RolloutPr
 // NewMetrics builds the metric vectors, labelled by Rollout namespace and name.
 func NewMetrics() *Metrics {
 	labels := []string{"namespace", "rollout"}
-	return &Metrics{
+	m := &Metrics{
 		Phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "stepwise_rollout_phase",
 			Help: "1 for the Rollout's current phase (Healthy, Progressing, Paused, Aborted), 0 for the others.",
@@ -62,12 +75,41 @@ func NewMetrics() *Metrics {
 			Help:    "Time from the canary revision's creation to the rollout completing or aborting.",
 			Buckets: prometheus.ExponentialBuckets(30, 2, 12),
 		}, slices.Concat(labels, []string{"result"})),
+		AnalysisDeferred: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stepwise_rollout_analysis_deferred_total",
+			Help: "Analysis rounds whose due measurements were deferred because their namespace already measured its share of the Rollout workers.",
+		}, []string{"namespace"}),
 	}
+	m.AnalysisBytesInFlight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "stepwise_analysis_response_bytes_in_flight",
+		Help: "Bytes of the analysis memory budget reserved by Prometheus answers being read and decoded.",
+	}, func() float64 { return float64(m.budget.Load().InUse()) })
+	m.AnalysisBytesLimit = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "stepwise_analysis_response_bytes_limit",
+		Help: "Size in bytes of the analysis memory budget shared by every Prometheus answer being read.",
+	}, func() float64 { return float64(m.budget.Load().Limit()) })
+	return m
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Phase, m.CurrentStep, m.MeasurementValue, m.Measurements, m.StepDuration, m.RolloutDuration}
+	return []prometheus.Collector{m.Phase, m.CurrentStep, m.MeasurementValue, m.Measurements, m.StepDuration, m.RolloutDuration,
+		m.AnalysisBytesInFlight, m.AnalysisBytesLimit, m.AnalysisDeferred}
+}
+
+// watchBudget makes the budget gauges read b.
+func (m *Metrics) watchBudget(b *analysisprom.Budget) {
+	if m == nil {
+		return
+	}
+	m.budget.Store(b)
+}
+
+func (m *Metrics) deferred(ns string) {
+	if m == nil {
+		return
+	}
+	m.AnalysisDeferred.WithLabelValues(ns).Inc()
 }
 
 func (m *Metrics) setState(ns, name string, phase v1alpha1.RolloutPhase, step *int32) {

@@ -107,10 +107,10 @@ func singleValue(result Result) (float64, string, bool) {
 		}
 		v = result.Samples[0].Value
 	case KindVector:
-		switch n := len(result.Samples); n {
-		case 0:
+		switch n := result.SeriesCount(); {
+		case n == 0 || len(result.Samples) == 0:
 			return 0, "query returned no series (empty vector): no data", false
-		case 1:
+		case n == 1:
 			v = result.Samples[0].Value
 		default:
 			return 0, fmt.Sprintf("query returned %d series, want 1: aggregate them (for example with sum)", n), false

@@ -40,6 +40,11 @@ type Result struct {
 	// Samples holds the single value of a scalar or one entry per series of a
 	// vector. It is empty for KindOther.
 	Samples []Sample
+	// Series, when set, is the number of series of a vector whose Samples
+	// holds only the first: Evaluate reads one value and the count, so a
+	// provider need not keep thousands of series in memory to say how many
+	// came back. Zero means len(Samples).
+	Series int
 	// Type is the backend's own name of the result type (for example
 	// "matrix" or "string"). It is only informative, so that an
 	// Inconclusive message can say what came back instead.
@@ -63,4 +68,13 @@ func Measure(ctx context.Context, p Provider, query string, threshold Threshold)
 		return Measurement{Phase: PhaseError, Message: "query failed: " + err.Error()}
 	}
 	return Evaluate(result, threshold)
+}
+
+// SeriesCount is the number of series (or values of a scalar) the result
+// holds: Series when set, else len(Samples).
+func (r Result) SeriesCount() int {
+	if r.Series > 0 {
+		return r.Series
+	}
+	return len(r.Samples)
 }

@@ -3,6 +3,7 @@ package notification
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -28,15 +29,27 @@ type Policy struct {
 // that a webhook that is down is given up on within a minute.
 var DefaultPolicy = Policy{Attempts: 3, Backoff: 2 * time.Second, Timeout: 10 * time.Second}
 
-// maxAnswerBytes is what is read of an answer: enough for an error text.
+// maxAnswerBytes is what is read of an answer, and thrown away, so that
+// the connection can be reused; no answer is ever quoted.
 const maxAnswerBytes = 4 << 10
 
-// NewClient is the HTTP client of deliveries: the default transport
-// (proxy from the environment), no cookies, and no redirects followed: a
-// redirect could lead to an address the allow-list does not name.
+// NewClient is the HTTP client of deliveries when the manager's allow-list
+// names no link-local IP: NewClientFor an empty list.
 func NewClient() *http.Client {
+	return NewClientFor(prometheus.AllowList{})
+}
+
+// NewClientFor is the HTTP client of deliveries: the default transport
+// (proxy from the environment) with a dialer that refuses link-local and
+// cloud metadata addresses but the IPs allow names, at dial time, so a
+// name that resolves there is refused too (prometheus.AllowList.Dialer);
+// no cookies, and no redirects followed: a redirect could lead to an
+// address the allow-list does not name.
+func NewClientFor(allow prometheus.AllowList) *http.Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = allow.Dialer().DialContext
 	return &http.Client{
-		Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		Transport: transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
@@ -55,6 +68,8 @@ func CheckURL(raw string, allow prometheus.AllowList) (*url.URL, error) {
 		return nil, errors.New("the URL is not http or https")
 	case u.Hostname() == "":
 		return nil, errors.New("the URL has no host")
+	case allow.RefusesHost(raw):
+		return nil, fmt.Errorf("host %s is a link-local or cloud metadata address, which webhooks never reach unless the manager's --%s names that IP", u.Host, AllowedAddressesFlag)
 	case !allow.Allows(raw):
 		return nil, fmt.Errorf("host %s is not allowed by the manager's --%s", u.Host, AllowedAddressesFlag)
 	}
@@ -64,19 +79,15 @@ func CheckURL(raw string, allow prometheus.AllowList) (*url.URL, error) {
 // AllowedAddressesFlag is the manager flag that restricts webhook URLs.
 const AllowedAddressesFlag = "notification-allowed-addresses"
 
-// StatusError is a receiver's answer other than 2xx.
+// StatusError is a receiver's answer other than 2xx. Its body is not kept:
+// whoever runs the receiver chooses it, and the error ends up in an Event.
 type StatusError struct {
 	StatusCode int
-	// Body is the start of the answer, for the Event.
-	Body string
 }
 
 func (e *StatusError) Error() string {
-	switch {
-	case e.StatusCode >= 300 && e.StatusCode < 400:
+	if e.StatusCode >= 300 && e.StatusCode < 400 {
 		return fmt.Sprintf("the webhook answered with a redirect (HTTP %d); redirects are not followed", e.StatusCode)
-	case e.Body != "":
-		return fmt.Sprintf("the webhook answered HTTP %d: %s", e.StatusCode, e.Body)
 	}
 	return fmt.Sprintf("the webhook answered HTTP %d", e.StatusCode)
 }
@@ -121,14 +132,15 @@ func postOnce(ctx context.Context, c *http.Client, u *url.URL, id string, body [
 	req.Header.Set("Idempotency-Key", id)
 	resp, err := c.Do(req)
 	if err != nil {
-		return notConnected(err), redact(err)
+		var refused *prometheus.RefusedAddressError
+		return notConnected(err) && !errors.As(err, &refused), describe(err, u.Host)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerBytes))
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return false, nil
 	}
-	se := &StatusError{StatusCode: resp.StatusCode, Body: printable(answer, 200)}
+	se := &StatusError{StatusCode: resp.StatusCode}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable:
 		return true, se
@@ -137,40 +149,36 @@ func postOnce(ctx context.Context, c *http.Client, u *url.URL, id string, body [
 }
 
 // notConnected reports whether the request never reached the receiver: the
-// connection (or the name lookup before it) failed.
+// connection (or the name lookup before it, or the proxy's CONNECT)
+// failed.
 func notConnected(err error) bool {
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect") {
 		return true
 	}
 	var dns *net.DNSError
 	return errors.As(err, &dns)
 }
 
-// redact drops the URL that net/http puts in its errors.
-func redact(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if errors.Is(ue.Err, context.DeadlineExceeded) {
-			return errors.New("the webhook did not answer in time")
-		}
-		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
+// describe says why a delivery got no answer, naming the host (never the
+// URL, whose path often is the webhook's credential) and nothing the
+// network told: not the resolved address, not refused rather than
+// unreachable, not the DNS server.
+func describe(err error, host string) error {
+	var (
+		refused *prometheus.RefusedAddressError
+		badCert *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return errors.New("the webhook did not answer in time")
+	case errors.As(err, &refused):
+		return fmt.Errorf("could not connect to %s: %w", host, refused)
+	case errors.As(err, &badCert):
+		// What is wrong with it is the receiver's to say, not the Event's.
+		return fmt.Errorf("could not connect to %s: TLS: the certificate was not accepted", host)
+	case notConnected(err):
+		return fmt.Errorf("could not connect to %s", host)
 	}
-	return err
-}
-
-// printable keeps the start of a server-supplied text, without control
-// characters, for an Event.
-func printable(b []byte, n int) string {
-	out := make([]rune, 0, n)
-	for _, r := range string(b) {
-		if len(out) == n {
-			break
-		}
-		if r < 0x20 || r == 0x7f {
-			r = ' '
-		}
-		out = append(out, r)
-	}
-	return string(bytes.TrimSpace([]byte(string(out))))
+	return fmt.Errorf("the connection to %s failed before an answer", host)
 }

@@ -3,6 +3,7 @@ package notification
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -67,6 +68,10 @@ func TestCheckURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	linkLocal, err := prometheus.ParseAllowList([]string{"169.254.10.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		url   string
 		allow prometheus.AllowList
@@ -80,6 +85,9 @@ func TestCheckURL(t *testing.T) {
 		{"ftp://hooks.slack.com/SECRET", prometheus.AllowList{}, "not http or https"},
 		{"https:///SECRET", prometheus.AllowList{}, "no host"},
 		{"://SECRET", prometheus.AllowList{}, "does not parse"},
+		{"http://169.254.169.254/latest/SECRET", prometheus.AllowList{}, "host 169.254.169.254 is a link-local or cloud metadata address, which webhooks never reach unless the manager's --notification-allowed-addresses names that IP"},
+		{"http://[fd00:ec2::254]/SECRET", allow, "is a link-local or cloud metadata address"},
+		{"http://169.254.10.5:8080/SECRET", linkLocal, ""},
 	}
 	for _, c := range cases {
 		_, err := CheckURL(c.url, c.allow)
@@ -143,7 +151,7 @@ func TestPost(t *testing.T) {
 	}{
 		{name: "accepted", answers: []int{204}, policy: fast, wantAttempts: 1},
 		{name: "503_is_retried", answers: []int{503, 503, 200}, policy: fast, wantAttempts: 3},
-		{name: "429_is_retried_until_the_attempts_run_out", answers: []int{429}, policy: fast, wantAttempts: 3, wantErr: "the webhook answered HTTP 429: answer with a newline"},
+		{name: "429_is_retried_until_the_attempts_run_out", answers: []int{429}, policy: fast, wantAttempts: 3, wantErr: "the webhook answered HTTP 429"},
 		{name: "500_is_not_retried_as_it_may_have_been_acted_on", answers: []int{500}, policy: fast, wantAttempts: 1, wantErr: "HTTP 500"},
 		{name: "404_is_not_retried", answers: []int{404}, policy: fast, wantAttempts: 1, wantErr: "HTTP 404"},
 		{name: "redirect_is_not_followed", answers: []int{307}, policy: fast, wantAttempts: 1, wantErr: "redirect (HTTP 307); redirects are not followed"},
@@ -165,6 +173,9 @@ func TestPost(t *testing.T) {
 				t.Errorf("err = %v", err)
 			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
 				t.Errorf("err = %v, want %q", err, c.wantErr)
+			case err != nil && strings.Contains(err.Error(), "newline"):
+				// The receiver chooses its answer; it would land in an Event.
+				t.Errorf("err = %v quotes the answer's body", err)
 			}
 			for range c.wantAttempts {
 				if k := <-r.keys; k != "uid-1/3" {
@@ -188,13 +199,58 @@ func TestPostReceiverDown(t *testing.T) {
 	u, _ := url.Parse("http://" + addr + "/hook/SECRET")
 	start := time.Now()
 	n, err := Post(context.Background(), NewClient(), u, "id", []byte(`{}`), Policy{Attempts: 3, Backoff: 20 * time.Millisecond, Timeout: time.Second})
-	if n != 3 || err == nil || !strings.Contains(err.Error(), "connection refused") {
-		t.Errorf("attempts %d, err %v; want 3 and connection refused", n, err)
+	if n != 3 || err == nil || err.Error() != "could not connect to "+addr {
+		t.Errorf("attempts %d, err %v; want 3 and could not connect to %s, without the cause", n, err, addr)
 	}
 	if strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("the error quotes the URL's path: %v", err)
 	}
 	if d := time.Since(start); d < 60*time.Millisecond {
 		t.Errorf("gave up after %v: the backoff (20ms, 40ms) was not waited", d)
+	}
+}
+
+// The client's dialer refuses the metadata address whatever the URL
+// passed to Post (CheckURL refuses it earlier), at once and without a
+// retry: no packet is sent to it. An IP the allow-list names is dialed.
+func TestClientRefusesMetadataAtDialTime(t *testing.T) {
+	u, _ := url.Parse("http://169.254.169.254/hook/SECRET")
+	start := time.Now()
+	n, err := Post(context.Background(), NewClient(), u, "id", []byte(`{}`), Policy{Attempts: 3, Backoff: time.Second, Timeout: 5 * time.Second})
+	var refused *prometheus.RefusedAddressError
+	if n != 1 || !errors.As(err, &refused) || !strings.HasPrefix(err.Error(), "could not connect to 169.254.169.254: link-local and cloud metadata addresses are refused") {
+		t.Errorf("attempts %d, err %v; want 1 refused attempt", n, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refused after %s, want at once", d)
+	}
+
+	list, err := prometheus.ParseAllowList([]string{"169.254.10.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := NewClientFor(list).Transport.(*http.Transport).DialContext
+	if _, err := dial(context.Background(), "tcp", "169.254.169.254:80"); !errors.As(err, &refused) {
+		t.Errorf("NewClientFor() dialing another link-local IP: %v, want refused", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if conn, err := dial(ctx, "tcp", "169.254.10.5:9"); errors.As(err, &refused) {
+		t.Errorf("NewClientFor() dialing the IP its list names: %v", err)
+	} else if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// A receiver whose certificate is not trusted: the Event says so, without
+// the certificate's names.
+func TestPostUntrustedCertificate(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL + "/hook/SECRET")
+	n, err := Post(context.Background(), NewClient(), u, "id", []byte(`{}`), Policy{Attempts: 3, Timeout: 2 * time.Second})
+	want := "could not connect to " + u.Host + ": TLS: the certificate was not accepted"
+	if n != 1 || err == nil || err.Error() != want {
+		t.Errorf("attempts %d, err %v; want 1 and %q", n, err, want)
 	}
 }

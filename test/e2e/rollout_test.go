@@ -244,10 +244,10 @@ func testUnreachablePrometheus(t *testing.T, e *rolloutEnv) {
 		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAnalysisInconclusive))
 	})
 	g.Expect(ro.Status.Message).To(ContainSubstring("5 errors in a row (consecutiveErrorLimit 4)"))
-	g.Expect(ro.Status.Message).To(ContainSubstring("connection refused"))
+	g.Expect(ro.Status.Message).To(ContainSubstring("could not connect"))
 	g.Expect(ro.Status.Analysis.Metrics[0].Errors).To(BeEquivalentTo(5))
 	g.Expect(ro.Status.Analysis.Metrics[0].Successful).To(BeZero())
-	s.waitEvent(stepwisev1.EventMeasurementError, "step 1/2: metric "+errorRateMetric, "connection refused")
+	s.waitEvent(stepwisev1.EventMeasurementError, "step 1/2: metric "+errorRateMetric, "could not connect")
 	s.holdRollout("holds step 1", holdFor, atStep)
 
 	ms := s.rec.measurements(g)

@@ -16,7 +16,9 @@
 //  3. Measure each metric that is due (after its first time, and an
 //     interval after its last measurement): render the query with
 //     .CanaryAge, refuse a window that would still reach before the
-//     canary's readiness, and ask the Measurer.
+//     canary's readiness, and ask the Measurer. A round whose namespace
+//     already measures with its share of the workers (Shares) measures
+//     nothing: its metrics stay due and it looks again in DeferRetry.
 //  4. Tally each measurement (analysis.Next), combine the metrics' verdicts
 //     (analysis.AssessAll), and say when to look again.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,10 @@ type Measurer interface {
 	Vars(ctx context.Context) (analysis.Vars, error)
 	// Measure runs a rendered query and judges its result.
 	Measure(ctx context.Context, metric v1alpha1.Metric, query string) analysis.Measurement
+	// Admit asks, when metrics are due, whether this round may measure
+	// now. It never waits: refused (with why, see Shares), the round
+	// defers its due metrics; admitted, it calls done once they are taken.
+	Admit() (done func(), refused string)
 }
 
 // Taken is one measurement of this round, for the Prometheus metrics.
@@ -119,12 +124,18 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 
 	fresh := map[string]analysis.Verdict{}
 	if len(due) > 0 {
+		done, refused := m.Admit()
+		if refused != "" {
+			return deferred(in, res, due, refused), nil
+		}
 		vars, err := m.Vars(ctx)
 		if err != nil {
+			done()
 			return Result{}, err
 		}
 		vars.CanaryAge = analysis.CanaryAge(readyAt, in.Now)
 		taken := measureAll(ctx, m, in.Spec, due, vars, st.Metrics, readyAt, in.Now)
+		done()
 		for i, k := range due {
 			metric, ms, meas := in.Spec.Metrics[k], &st.Metrics[k], taken[i]
 			fresh[metric.Name] = tally(ms, meas, limitsOf(in.Spec, metric), in.Now)
@@ -158,6 +169,23 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 	res.Waiting = waiting(st.Metrics, in.Spec, in.Now)
 	res.RequeueAfter = nextDue(st.Metrics, in.Spec.Interval.Duration, in.Now)
 	return res, nil
+}
+
+// deferred is a round whose due metrics are not measured now: they stay
+// due, and the round looks again in DeferRetry. The wait is told in
+// status.message and in an Event, which the events API folds into one
+// series for as long as the deferrals go on.
+func deferred(in Input, res Result, due []int, refused string) Result {
+	names := make([]string, len(due))
+	for i, k := range due {
+		names[i] = in.Spec.Metrics[k].Name
+	}
+	why := "measurement deferred: " + refused
+	res.Status.Message = ""
+	res.Waiting = why
+	res.Events = append(res.Events, in.event(corev1.EventTypeNormal, EventMeasurementDeferred, "metric %s: %s", strings.Join(names, ", "), why))
+	res.RequeueAfter = DeferRetry
+	return res
 }
 
 // resume returns the run to carry on: the one in status when it is this

@@ -110,6 +110,8 @@ func (f *fakeMeasurer) Measure(_ context.Context, _ v1alpha1.Metric, query strin
 	return f.answer(query, n)
 }
 
+func (f *fakeMeasurer) Admit() (func(), string) { return func() {}, "" }
+
 func value(v float64) analysis.Measurement {
 	phase := analysis.PhaseSuccessful
 	if v > 0.01 {
@@ -389,6 +391,8 @@ func TestNextDueIsTheEarliest(t *testing.T) {
 type slowMeasurer struct{ delay map[string]time.Duration }
 
 func (s slowMeasurer) Vars(context.Context) (analysis.Vars, error) { return analysis.Vars{}, nil }
+
+func (s slowMeasurer) Admit() (func(), string) { return func() {}, "" }
 
 func (s slowMeasurer) Measure(ctx context.Context, metric v1alpha1.Metric, _ string) analysis.Measurement {
 	select {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -11,14 +12,18 @@ import (
 
 // AllowList says which Prometheus addresses analysis may query. It judges
 // the address as written, before any connection: scheme, host and port,
-// and path prefix. It is not a network policy: it does not resolve names,
-// so a host that is allowed reaches whatever its name resolves to, and it
-// knows nothing of other traffic. Redirects, which could lead elsewhere,
-// are never followed (see RedirectError).
+// and path prefix. It does not resolve names and knows nothing of other
+// traffic: what a name resolves to is judged by the dialer (Dialer), which
+// refuses RefusedRanges (link-local and cloud metadata addresses) whatever
+// the entries, unless an entry names that IP. Redirects, which could lead
+// elsewhere, are never followed (see RedirectError).
 //
-// The zero AllowList allows every address.
+// The zero AllowList allows every address but RefusedRanges.
 type AllowList struct {
 	entries []allowEntry
+	// permitted are the IPs of RefusedRanges that an entry names as an IP
+	// literal, which the dialer lets through.
+	permitted []netip.Addr
 }
 
 // allowEntry is one parsed entry. An empty scheme allows http and https;
@@ -40,7 +45,9 @@ type allowEntry struct {
 //
 // Hosts compare without regard to case. Empty entries are skipped, so that
 // a flag value with a trailing comma is fine. No entry at all allows every
-// address.
+// address but RefusedRanges. An entry whose host is an IP literal in
+// RefusedRanges (169.254.10.5, [fe80::1]) lets the dialer connect to that
+// IP: the only way to reach a link-local address.
 func ParseAllowList(entries []string) (AllowList, error) {
 	var list AllowList
 	for _, raw := range entries {
@@ -53,6 +60,9 @@ func ParseAllowList(entries []string) (AllowList, error) {
 			return AllowList{}, fmt.Errorf("allowed address %q: %w", raw, err)
 		}
 		list.entries = append(list.entries, e)
+		if ip, ok := literalIP(e.host); ok && !list.Permits(ip) {
+			list.permitted = append(list.permitted, ip)
+		}
 	}
 	return list, nil
 }
@@ -93,7 +103,8 @@ func parseAllowEntry(raw string) (allowEntry, error) {
 	}, nil
 }
 
-// Empty reports whether the list allows every address.
+// Empty reports whether the list allows every address (but
+// RefusedRanges).
 func (a AllowList) Empty() bool { return len(a.entries) == 0 }
 
 // Allows reports whether address may be queried. An address that does not

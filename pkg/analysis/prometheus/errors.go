@@ -1,21 +1,34 @@
 package prometheus
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 )
 
 // A failed query's message goes to status.measurements, status.message and
-// an Event. Whoever runs the server chooses its answers, so the message
-// holds no response body: only the HTTP status and, for an answer in the
-// Prometheus API's error format, its errorType and error fields, truncated.
+// an Event, which the Rollout's author reads. Whoever runs the server
+// chooses its answers, and the address may lead anywhere the manager can
+// reach, so the message holds:
+//
+//   - of an answer: its HTTP status and, for an answer in the Prometheus
+//     API's error format ({"status":"error","errorType":...,"error":...}),
+//     its errorType and error, truncated and made printable; never a
+//     response body otherwise, nor what a decoder made of one;
+//   - of no answer: "could not connect" when no connection was made,
+//     whatever the cause (refused, no route, no such host: telling them
+//     apart would map the network, and names the resolved address or the
+//     DNS server); the TLS problem in the manager's words when the
+//     handshake failed (what the Rollout's author fixes with tls.caRef);
+//     "the connection failed before a complete answer" otherwise.
 const (
 	// maxServerText bounds the Prometheus API's own error text.
 	maxServerText = 256
@@ -23,9 +36,9 @@ const (
 	maxErrorType = 32
 	// maxLocation bounds a redirect's target.
 	maxLocation = 128
-	// maxCause bounds a transport error, which can quote a malformed
-	// status line.
-	maxCause = 256
+	// maxErrorBody is what is read of an answer other than 2xx: an API
+	// error is a short JSON object; a longer body is not shown anyway.
+	maxErrorBody = 64 << 10
 )
 
 // queryError is a failed query: a bounded message for people, and the
@@ -38,33 +51,121 @@ type queryError struct {
 func (e *queryError) Error() string { return e.msg }
 func (e *queryError) Unwrap() error { return e.err }
 
-// describe says why a query failed, given the status of the last answer
-// (0 when none came).
-func describe(err error, status int) string {
-	var redirect *RedirectError
-	var tooLarge *TooLargeError
-	var apiErr *promv1.Error
+// answerError is an answer that holds no result, in words fit for status.
+type answerError struct {
+	status int
+	// api: the answer is in the API's error format, whose errorType and
+	// error are errorType and errorText.
+	api                  bool
+	errorType, errorText string
+	// reason says what is wrong with a 2xx answer that is not a query
+	// response; "" for another answer, of which only the status is told.
+	reason string
+}
+
+func (e *answerError) Error() string {
+	switch {
+	case e.api:
+		return fmt.Sprintf("HTTP %s: %s: %s", statusText(e.status),
+			printable(e.errorType, maxErrorType), printable(e.errorText, maxServerText))
+	case e.reason != "":
+		return fmt.Sprintf("HTTP %s: bad_response: %s (response body not shown)", statusText(e.status), e.reason)
+	}
+	return fmt.Sprintf("HTTP %s (response body not shown)", statusText(e.status))
+}
+
+// apiFailure reads an answer other than 2xx: an API error says what went
+// wrong; anything else (a proxy's error page, a login form) only its
+// status.
+func apiFailure(status int, body io.Reader) error {
+	data, err := io.ReadAll(io.LimitReader(body, maxErrorBody+1))
+	if err != nil {
+		return err
+	}
+	var e struct {
+		Status    string `json:"status"`
+		ErrorType string `json:"errorType"`
+		Error     string `json:"error"`
+	}
+	if len(data) > maxErrorBody || json.Unmarshal(data, &e) != nil || e.Status != "error" {
+		return &answerError{status: status}
+	}
+	if e.ErrorType == "" {
+		e.ErrorType = "error"
+	}
+	return &answerError{status: status, api: true, errorType: e.ErrorType, errorText: e.Error}
+}
+
+// describe says why a query failed, in words that hold nothing the server
+// or the network chose (see the comment at the top of this file).
+func describe(err error) string {
+	var (
+		redirect *RedirectError
+		tooLarge *TooLargeError
+		budget   *BudgetError
+		answer   *answerError
+		refused  *RefusedAddressError
+	)
 	switch {
 	case errors.As(err, &redirect):
 		return redirect.Error()
 	case errors.As(err, &tooLarge):
 		return tooLarge.Error()
-	case errors.As(err, &apiErr) && status != 0:
-		if apiErr.Detail != "" {
-			// Not an API answer (a proxy's error page, an HTML login
-			// form): the client library kept the body in Detail.
-			return fmt.Sprintf("HTTP %s (response body not shown)", statusText(status))
-		}
-		return fmt.Sprintf("HTTP %s: %s: %s", statusText(status),
-			printable(string(apiErr.Type), maxErrorType), printable(apiErr.Msg, maxServerText))
+	case errors.As(err, &budget):
+		return budget.Error()
+	case errors.As(err, &answer):
+		return answer.Error()
+	case errors.As(err, &refused):
+		return "could not connect: " + refused.Error()
 	}
-	// A transport error: the message already names the address, and the
-	// URL that url.Error repeats could push the cause past the bound.
-	var urlErr *url.Error
-	if errors.As(err, &urlErr) {
-		err = urlErr.Err
+	if problem := tlsProblem(err); problem != "" {
+		return "could not connect: " + problem
 	}
-	return printable(err.Error(), maxCause)
+	if notConnected(err) {
+		return "could not connect"
+	}
+	return "the connection failed before a complete answer"
+}
+
+// tlsProblem names a failed TLS handshake in the manager's words: the
+// certificate's names and the server's alerts are not repeated.
+func tlsProblem(err error) string {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		verify   *tls.CertificateVerificationError
+		record   tls.RecordHeaderError
+		alert    tls.AlertError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return "TLS: certificate signed by unknown authority (set tls.caRef to the CA that signed it)"
+	case errors.As(err, &hostname):
+		return "TLS: the certificate is not valid for the address' host"
+	case errors.As(err, &invalid):
+		return "TLS: the certificate is not valid (expired, not yet valid, or not a server certificate)"
+	case errors.As(err, &verify):
+		return "TLS: the certificate was not accepted"
+	case errors.As(err, &record):
+		return "TLS: the server did not answer in TLS (is the address http?)"
+	case errors.As(err, &alert):
+		return "TLS: the server refused the handshake"
+	}
+	return ""
+}
+
+// notConnected reports whether no connection was made: the dial (or the
+// name lookup, or the proxy's CONNECT) failed.
+func notConnected(err error) bool {
+	var (
+		op  *net.OpError
+		dns *net.DNSError
+	)
+	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect") {
+		return true
+	}
+	return errors.As(err, &dns)
 }
 
 func statusText(code int) string {

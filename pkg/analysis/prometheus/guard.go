@@ -1,7 +1,6 @@
 package prometheus
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +11,8 @@ import (
 // for one number is a few hundred bytes; a query that matches thousands of
 // series (a mistake Evaluate reports as Inconclusive) stays well under this.
 // Anything larger is an error, so that a hostile or broken server cannot
-// make the controller buffer an unbounded body.
+// make the controller read an unbounded body; the Budget bounds what all
+// answers being read hold at once.
 const MaxResponseBytes = 4 << 20
 
 // RedirectError is a 3xx answer. Redirects are never followed: the bearer
@@ -42,33 +42,17 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("Prometheus answer is larger than %d MiB; a query for one number needs far less", e.Limit>>20)
 }
 
-// guard is the outermost RoundTripper: it refuses redirects, caps the body
-// and records the status code for the error message. The client library
-// gives neither a body limit nor the status of a failed query.
+// guard is the outermost RoundTripper: it refuses redirects and caps the
+// body.
 type guard struct {
 	next  http.RoundTripper
 	limit int64
-}
-
-// exchangeKey carries an *exchange in a query's context.
-type exchangeKey struct{}
-
-// exchange is what the guard saw of the last answer to one query.
-type exchange struct {
-	status int
-}
-
-func withExchange(ctx context.Context, x *exchange) context.Context {
-	return context.WithValue(ctx, exchangeKey{}, x)
 }
 
 func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := g.next.RoundTrip(req)
 	if err != nil {
 		return nil, err
-	}
-	if x, ok := req.Context().Value(exchangeKey{}).(*exchange); ok {
-		x.status = resp.StatusCode
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 && resp.StatusCode != http.StatusNotModified {
 		_ = resp.Body.Close()

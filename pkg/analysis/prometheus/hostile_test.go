@@ -191,7 +191,7 @@ func TestQueryMalformedAnswerIsBounded(t *testing.T) {
 		t.Fatal("Query() succeeded against a malformed answer")
 	}
 	msg := err.Error()
-	if strings.ContainsRune(msg, '\x1b') || len(msg) > 100+maxCause {
+	if strings.ContainsRune(msg, '\x1b') || len(msg) > 200 {
 		t.Errorf("Query() error = %q (%d bytes), want it short and printable", msg, len(msg))
 	}
 }
@@ -216,9 +216,10 @@ func TestPrintable(t *testing.T) {
 	}
 }
 
-// A transport error names its cause once, after the address, however long
-// the address: the bound applies to the cause, not to a repeated URL.
-func TestQueryTransportErrorKeepsItsCause(t *testing.T) {
+// A transport error names the address once and says only that no
+// connection was made: not refused rather than unreachable, not the
+// resolved address, however long the address.
+func TestQueryTransportErrorSaysCouldNotConnect(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -228,8 +229,7 @@ func TestQueryTransportErrorKeepsItsCause(t *testing.T) {
 
 	p := newProvider(t, Config{Address: address, Timeout: 2 * time.Second})
 	_, err = p.Query(context.Background(), "up")
-	if err == nil || !strings.HasPrefix(err.Error(), "query prometheus at "+address+": ") ||
-		!strings.Contains(err.Error(), "connection refused") || strings.Count(err.Error(), address) != 1 {
-		t.Errorf("Query() error = %v, want the address once and the cause", err)
+	if err == nil || err.Error() != "query prometheus at "+address+": could not connect" {
+		t.Errorf("Query() error = %v, want the address once and could not connect", err)
 	}
 }

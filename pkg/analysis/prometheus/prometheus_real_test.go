@@ -133,10 +133,9 @@ func TestAgainstRealPrometheus(t *testing.T) {
 			t.Errorf("Measure() = %+v, want Error naming %s and bad_data", m, server.URL)
 		}
 	})
-	t.Run("string result is an Error", func(t *testing.T) {
-		// The client library refuses to decode string results.
-		if m := measure(t, `"hello"`); m.Phase != analysis.PhaseError {
-			t.Errorf("Measure() = %+v, want Error", m)
+	t.Run("string result is Inconclusive", func(t *testing.T) {
+		if m := measure(t, `"hello"`); m.Phase != analysis.PhaseInconclusive || !strings.Contains(m.Message, "query returned string") {
+			t.Errorf("Measure() = %+v, want Inconclusive naming the string", m)
 		}
 	})
 

@@ -1,10 +1,13 @@
 // Package prometheus is the Prometheus analysis.Provider: it runs instant
-// queries through the official client (github.com/prometheus/client_golang
-// api and api/prometheus/v1) and reduces the answer to an analysis.Result.
+// queries against the HTTP API (POST /api/v1/query, or GET where a proxy
+// refuses POST) and reduces the answer to an analysis.Result as it streams
+// in, keeping the first series' value and the number of series, never the
+// series themselves.
 //
 // It only talks HTTP: it neither logs nor reads Kubernetes objects. The
 // caller resolves secrets (the bearer token) and decides what to do with
-// errors.
+// errors. What the server says is never quoted in an error but for the
+// error text of a well-formed API error, truncated (see errors.go).
 package prometheus
 
 import (
@@ -13,13 +16,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"path"
+	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/common/model"
 
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
 )
@@ -53,16 +55,29 @@ type Config struct {
 	// Surrounding whitespace is trimmed because tokens copied into Secrets
 	// often carry a trailing newline, which would make every request invalid.
 	BearerToken string
+	// Allow is the operator's allow-list: New refuses an address it does
+	// not allow, and the dialer refuses link-local and metadata addresses
+	// but the IPs it names (AllowList.Dialer). The zero AllowList allows
+	// any address but those.
+	Allow AllowList
+	// Budget, shared by every Provider of the manager, bounds the memory
+	// of answers being read at once; nil bounds only each answer
+	// (MaxResponseBytes).
+	Budget *Budget
 }
 
 // Provider queries one Prometheus. It is safe for concurrent use; keep one
 // per distinct Config so that connections are reused.
 type Provider struct {
 	// address is the redacted address, for error messages.
-	address   string
+	address string
+	// endpoint is the query endpoint: the address with /api/v1/query
+	// joined to its path.
+	endpoint  *url.URL
 	timeout   time.Duration
-	api       promv1.API
+	client    *http.Client
 	transport *http.Transport
+	budget    *Budget
 }
 
 var _ analysis.Provider = (*Provider)(nil)
@@ -90,14 +105,17 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("prometheus address is not a valid URL: %w", err)
 	}
 	redacted := u.Redacted()
-	if u.Scheme != "http" && u.Scheme != "https" {
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, fmt.Errorf("prometheus address %q: scheme must be http or https", redacted)
-	}
-	if u.Host == "" {
+	case u.Host == "":
 		return nil, fmt.Errorf("prometheus address %q: no host", redacted)
-	}
-	if cfg.Timeout < 0 {
+	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("prometheus %s: negative timeout %s", redacted, cfg.Timeout)
+	case cfg.Allow.RefusesHost(cfg.Address):
+		return nil, fmt.Errorf("prometheus %s: %w", redacted, &RefusedAddressError{})
+	case !cfg.Allow.Allows(cfg.Address):
+		return nil, fmt.Errorf("prometheus %s: the address is not allowed", redacted)
 	}
 	timeout := cfg.Timeout
 	if timeout == 0 {
@@ -113,27 +131,27 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("prometheus %s: %w", redacted, err)
 	}
 
-	// Clone the default transport to keep its proxy-from-environment and dial
-	// settings, but own the copy: its TLS config and connection pool belong
-	// to this Provider only.
+	// Clone the default transport to keep its proxy-from-environment and
+	// pool settings, but own the copy: its dialer, TLS config and
+	// connection pool belong to this Provider only.
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = tlsConfig
+	transport.DialContext = cfg.Allow.Dialer().DialContext
 
-	client, err := api.NewClient(api.Config{
-		Address: cfg.Address,
-		Client: &http.Client{
+	endpoint := *u
+	// path.Join resolves "..", as the allow-list judges the path.
+	endpoint.Path = path.Join(strings.TrimRight(u.Path, "/"), "/api/v1/query")
+	endpoint.RawPath = ""
+	return &Provider{
+		address:  redacted,
+		endpoint: &endpoint,
+		timeout:  timeout,
+		client: &http.Client{
 			Transport:     &guard{next: headers.wrap(transport), limit: MaxResponseBytes},
 			CheckRedirect: refuseRedirect,
 		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("prometheus %s: %w", redacted, err)
-	}
-	return &Provider{
-		address:   redacted,
-		timeout:   timeout,
-		api:       promv1.NewAPI(client),
 		transport: transport,
+		budget:    cfg.Budget,
 	}, nil
 }
 
@@ -142,75 +160,149 @@ func New(cfg Config) (*Provider, error) {
 // of a Prometheus whose clock lags, which would return no data.
 //
 // An error means no answer (transport, authentication, timeout, a rejected
-// query, and also a string result, which the client library refuses to
-// decode); an answer that holds no usable value is returned as a Result for
-// analysis.Evaluate to judge.
+// query, an answer that is not a query response, or one the memory budget
+// had no room for); an answer that holds no usable value is returned as a
+// Result for analysis.Evaluate to judge.
 func (p *Provider) Query(ctx context.Context, query string) (analysis.Result, error) {
 	qctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	var x exchange
-	// Warnings (for example "metric might not be a counter") do not change
-	// the value, and this package does not log; they are dropped.
-	value, _, _, err := p.api.Query(withExchange(qctx, &x), query, time.Time{}, promv1.WithTimeout(p.timeout))
-	if err != nil {
-		// Tell our own timeout apart from the caller cancelling, since only
-		// the former is a slow Prometheus.
-		if ctx.Err() == nil && errors.Is(qctx.Err(), context.DeadlineExceeded) {
-			return analysis.Result{}, &queryError{
-				msg: fmt.Sprintf("query prometheus at %s: no answer within %s", p.address, p.timeout),
-				err: err,
-			}
-		}
+	// Released once the answer is decoded and reduced: the Result holds
+	// one value, whatever the answer held.
+	c := p.budget.newCharge()
+	defer c.close()
+	result, err := p.query(qctx, c, query)
+	if err == nil {
+		return result, nil
+	}
+	var budget *BudgetError
+	// Tell our own timeout apart from the caller cancelling, since only
+	// the former is a slow Prometheus; an answer that waited for memory
+	// until then says so instead.
+	if !errors.As(err, &budget) && ctx.Err() == nil && errors.Is(qctx.Err(), context.DeadlineExceeded) {
 		return analysis.Result{}, &queryError{
-			msg: fmt.Sprintf("query prometheus at %s: %s", p.address, describe(err, x.status)),
-			err: err,
+			msg: fmt.Sprintf("query prometheus at %s: no answer within %s", p.address, p.timeout),
+			err: errors.Join(err, context.DeadlineExceeded),
 		}
 	}
-	result, err := toResult(value)
+	return analysis.Result{}, &queryError{
+		msg: fmt.Sprintf("query prometheus at %s: %s", p.address, describe(err)),
+		err: err,
+	}
+}
+
+// query sends the form by POST, as the official client does, and again by
+// GET when the server (or a proxy before it) refuses POST; then reads the
+// answer under the budget.
+func (p *Provider) query(ctx context.Context, c *charge, query string) (analysis.Result, error) {
+	form := p.endpoint.Query()
+	form.Set("query", query)
+	form.Set("timeout", p.timeout.String())
+	resp, err := p.send(ctx, http.MethodPost, form)
+	if err == nil && postRefused(resp.StatusCode) {
+		_ = resp.Body.Close()
+		resp, err = p.send(ctx, http.MethodGet, form)
+	}
 	if err != nil {
-		return analysis.Result{}, fmt.Errorf("query prometheus at %s: %w", p.address, err)
+		return analysis.Result{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body := &readErr{r: c.meter(ctx, resp.Body)}
+	if resp.StatusCode/100 != 2 {
+		return analysis.Result{}, apiFailure(resp.StatusCode, body)
+	}
+	dec, a, err := decodeAnswer(body)
+	if body.err != nil && !errors.Is(body.err, io.EOF) {
+		// The transport, the size cap or the budget cut the answer.
+		return analysis.Result{}, body.err
+	}
+	if err == nil {
+		// Whatever follows the object must be blank, and the whole answer
+		// within MaxResponseBytes; it is read unmetered, as it is thrown
+		// away.
+		err = blankRest(io.MultiReader(dec.Buffered(), resp.Body))
+		if err != nil && !errors.Is(err, errNotAnAnswer) {
+			return analysis.Result{}, err
+		}
+	}
+	switch {
+	case err != nil:
+		return analysis.Result{}, &answerError{status: resp.StatusCode, reason: errNotAnAnswer.Error()}
+	case a.status == "error":
+		return analysis.Result{}, &answerError{status: resp.StatusCode, api: true, errorType: a.errorType, errorText: a.errorText}
+	case a.status != "success":
+		return analysis.Result{}, &answerError{status: resp.StatusCode, reason: errNotAnAnswer.Error()}
+	}
+	result, err := a.toResult()
+	if err != nil {
+		return analysis.Result{}, &answerError{status: resp.StatusCode, reason: err.Error()}
 	}
 	return result, nil
+}
+
+func (p *Provider) send(ctx context.Context, method string, form url.Values) (*http.Response, error) {
+	u := *p.endpoint
+	var body io.Reader
+	if method == http.MethodGet {
+		u.RawQuery = form.Encode()
+	} else {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		// The query reads only: let the transport retry it on a pooled
+		// connection the server closed, without sending the header.
+		req.Header["Idempotency-Key"] = nil
+	}
+	return p.client.Do(req)
+}
+
+// postRefused: the answers on which the official client retries by GET.
+func postRefused(status int) bool {
+	return status == http.StatusForbidden || status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented
+}
+
+// readErr remembers the error of the reader under a decoder, which a
+// decoding error would hide.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// blankRest reads r to its end and fails on anything but JSON whitespace.
+func blankRest(r io.Reader) error {
+	var buf [4096]byte
+	for {
+		n, err := r.Read(buf[:])
+		for _, c := range buf[:n] {
+			if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				return errNotAnAnswer
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // CloseIdleConnections releases pooled connections, for a caller that drops
 // this Provider (for example after its Config changed).
 func (p *Provider) CloseIdleConnections() {
 	p.transport.CloseIdleConnections()
-}
-
-// toResult reduces a client value to an analysis.Result. Shapes that cannot
-// be a measurement become KindOther with their type name, so the
-// Inconclusive message can say what came back.
-func toResult(value model.Value) (analysis.Result, error) {
-	switch v := value.(type) {
-	case nil:
-		return analysis.Result{}, errors.New("response holds no result")
-	case *model.Scalar:
-		return analysis.Result{
-			Kind:    analysis.KindScalar,
-			Type:    model.ValScalar.String(),
-			Samples: []analysis.Sample{{Value: float64(v.Value)}},
-		}, nil
-	case model.Vector:
-		samples := make([]analysis.Sample, 0, len(v))
-		for _, s := range v {
-			if s.Histogram != nil {
-				// A native histogram sample has no float value; reading
-				// s.Value would yield 0, which could pass a max threshold.
-				return analysis.Result{Kind: analysis.KindOther, Type: "vector of native histograms"}, nil
-			}
-			labels := make(map[string]string, len(s.Metric))
-			for name, val := range s.Metric {
-				labels[string(name)] = string(val)
-			}
-			samples = append(samples, analysis.Sample{Labels: labels, Value: float64(s.Value)})
-		}
-		return analysis.Result{Kind: analysis.KindVector, Type: model.ValVector.String(), Samples: samples}, nil
-	default:
-		// Matrix (a range vector), String, or anything newer.
-		return analysis.Result{Kind: analysis.KindOther, Type: value.Type().String()}, nil
-	}
 }
 
 func newTLSConfig(cfg Config) (*tls.Config, error) {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/model"
-
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
 )
 
@@ -243,51 +241,6 @@ func TestQueryTLS(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestToResult(t *testing.T) {
-	tests := []struct {
-		name     string
-		value    model.Value
-		wantKind analysis.Kind
-		wantType string
-		wantN    int
-		wantErr  bool
-	}{
-		{"nil is an error", nil, "", "", 0, true},
-		{"scalar", &model.Scalar{Value: 0.5}, analysis.KindScalar, "scalar", 1, false},
-		{"empty vector", model.Vector{}, analysis.KindVector, "vector", 0, false},
-		{"vector", model.Vector{
-			{Metric: model.Metric{"pod": "web-0"}, Value: 1},
-			{Metric: model.Metric{"pod": "web-1"}, Value: 2},
-		}, analysis.KindVector, "vector", 2, false},
-		{"native histograms cannot be a value", model.Vector{
-			{Metric: model.Metric{"pod": "web-0"}, Histogram: &model.SampleHistogram{Count: 3}},
-		}, analysis.KindOther, "vector of native histograms", 0, false},
-		{"matrix", model.Matrix{{Metric: model.Metric{"pod": "web-0"}}}, analysis.KindOther, "matrix", 0, false},
-		{"string", &model.String{Value: "x"}, analysis.KindOther, "string", 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := toResult(tt.value)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("toResult() error = %v, wantErr %v", err, tt.wantErr)
-			}
-			if got.Kind != tt.wantKind || got.Type != tt.wantType || len(got.Samples) != tt.wantN {
-				t.Errorf("toResult() = %+v, want kind %q type %q with %d samples", got, tt.wantKind, tt.wantType, tt.wantN)
-			}
-		})
-	}
-	t.Run("labels and values are copied", func(t *testing.T) {
-		got, err := toResult(model.Vector{{Metric: model.Metric{"__name__": "up", "pod": "web-0"}, Value: 0.25}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := got.Samples[0]
-		if s.Value != 0.25 || s.Labels["pod"] != "web-0" || s.Labels["__name__"] != "up" || len(s.Labels) != 2 {
-			t.Errorf("sample = %+v", s)
-		}
-	})
 }
 
 func ptr(f float64) *float64 { return &f }

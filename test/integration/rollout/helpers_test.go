@@ -31,6 +31,7 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/internal/manager"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
 	"github.com/stepwise-dev/stepwise/test/harness"
 )
 
@@ -68,11 +69,13 @@ func startController(t *testing.T, ns string, opts ...func(*manager.Options)) *h
 // fakeProviderFactory keeps the real Prometheus client and only points the
 // address Rollouts use in tests at the fake server; any other address (an
 // unreachable one) is used as is.
-func fakeProviderFactory(m stepwisev1.PrometheusMetric, refs rollout.ResolvedRefs) (analysis.Provider, error) {
+func fakeProviderFactory(m stepwisev1.PrometheusMetric, refs rollout.ResolvedRefs, limits rollout.ProviderLimits) (analysis.Provider, error) {
 	if m.Address == promAddress {
 		m.Address = env.prom.srv.URL
+		// The allow-list judged the address as written.
+		limits.Allow = prometheus.AllowList{}
 	}
-	return rollout.DefaultProviderFactory(m, refs)
+	return rollout.DefaultProviderFactory(m, refs, limits)
 }
 
 // unreachableAddress is a local address nothing listens on.

@@ -154,9 +154,9 @@ func TestUnreachablePrometheusNeverPromotes(t *testing.T) {
 		stepIs(g, ro, 0)
 		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAnalysisInconclusive))
 		g.Expect(ro.Status.Message).To(ContainSubstring("2 errors in a row"))
-		g.Expect(ro.Status.Message).To(ContainSubstring("connection refused"))
+		g.Expect(ro.Status.Message).To(ContainSubstring("could not connect"))
 	})
-	waitForEvent(t, ns, "web", stepwisev1.EventMeasurementError, "connection refused")
+	waitForEvent(t, ns, "web", stepwisev1.EventMeasurementError, "could not connect")
 	consistently(t, ns, "web", 2*time.Second, func(g Gomega, ro *stepwisev1.Rollout) {
 		stepIs(g, ro, 0)
 		g.Expect(ro.Status.Phase).To(Equal(stepwisev1.RolloutPaused))

@@ -211,7 +211,7 @@ func TestNotificationReceiverDown(t *testing.T) {
 		t.Errorf("the release took %v: it waited for a webhook", took)
 	}
 
-	failed := waitForEvent(t, ns, "web", stepwisev1.EventNotificationFailed, "webhook down: Healthy → Progressing not posted after 3 attempt(s)", "connection refused", "will not be posted again")
+	failed := waitForEvent(t, ns, "web", stepwisev1.EventNotificationFailed, "webhook down: Healthy → Progressing not posted after 3 attempt(s)", "could not connect to 127.0.0.1:", "will not be posted again")
 	if failed.Type != corev1.EventTypeWarning {
 		t.Errorf("NotificationFailed is %s, want Warning", failed.Type)
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // blackHole accepts connections and never answers, as a Prometheus behind
@@ -45,22 +46,31 @@ func blackHole(t *testing.T) string {
 	return "http://" + l.Addr().String()
 }
 
-// Twenty Rollouts share one controller; ten ask a Prometheus that never
-// answers. The other ten step on time: a silent Prometheus holds a worker
-// for at most the analysis interval, and there are workers enough.
+// Twenty Rollouts share one controller; ten, in another namespace, ask a
+// Prometheus that never answers. The other ten step on time: a silent
+// Prometheus holds a worker for at most the analysis interval, its
+// namespace at most its share of the workers, and there are workers
+// enough. (Within one namespace, Rollouts share its share: see
+// rollout_tenancy_fairness_test.go.)
 func TestSilentPrometheusDoesNotHoldUpOtherRollouts(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
-	silent := blackHole(t)
-	env.prom.set(ns, answer{value: 0.001})
-	for i := range 20 {
-		name := fmt.Sprintf("web-%02d", i)
-		createCloneSet(t, newCloneSet(ns, name, 2, "1.0.0"))
-		autopilot(t, ns, name)
+	live, dead := newNamespace(t), newNamespace(t)
+	nsOf := func(i int) string {
+		if i%2 == 1 {
+			return dead
+		}
+		return live
 	}
-	startController(t, ns)
+	silent := blackHole(t)
+	env.prom.set(live, answer{value: 0.001})
 	for i := range 20 {
 		name := fmt.Sprintf("web-%02d", i)
+		createCloneSet(t, newCloneSet(nsOf(i), name, 2, "1.0.0"))
+		autopilot(t, nsOf(i), name)
+	}
+	startController(t, live, func(o *manager.Options) { o.Namespaces = []string{live, dead} })
+	for i := range 20 {
+		name, ns := fmt.Sprintf("web-%02d", i), nsOf(i)
 		ro := newRollout(ns, name, cloneSetRef(name), stepAt(pct("50%")), stepAt(num(0)))
 		ro.Spec.Analysis = errorRate(2)
 		if i%2 == 1 {
@@ -72,18 +82,18 @@ func TestSilentPrometheusDoesNotHoldUpOtherRollouts(t *testing.T) {
 		createRollout(t, ro)
 	}
 	for i := range 20 {
-		eventually(t, ns, fmt.Sprintf("web-%02d", i), func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
+		eventually(t, nsOf(i), fmt.Sprintf("web-%02d", i), func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
 	}
 
 	start := time.Now()
 	for i := range 20 {
-		commit(t, ns, fmt.Sprintf("web-%02d", i), "2.0.0")
+		commit(t, nsOf(i), fmt.Sprintf("web-%02d", i), "2.0.0")
 	}
 	// Alone, a good Rollout takes about 8s here: two steps, each a 1s
 	// scrape margin and two measurements a second apart.
 	for i := 0; i < 20; i += 2 {
 		name := fmt.Sprintf("web-%02d", i)
-		eventually(t, ns, name, func(g Gomega, ro *stepwisev1.Rollout) {
+		eventually(t, live, name, func(g Gomega, ro *stepwisev1.Rollout) {
 			kstatusHealthy(g, ro)
 			g.Expect(ro.Status.StableRevision).To(Equal(name + "-2-0-0"))
 		})
@@ -92,7 +102,7 @@ func TestSilentPrometheusDoesNotHoldUpOtherRollouts(t *testing.T) {
 		t.Errorf("the ten Rollouts with a live Prometheus took %s, want them on time (under 20s)", took)
 	}
 	for i := 1; i < 20; i += 2 {
-		ro := getRollout(t, ns, fmt.Sprintf("web-%02d", i))
+		ro := getRollout(t, dead, fmt.Sprintf("web-%02d", i))
 		if ro.Status.Phase == stepwisev1.RolloutHealthy && ro.Status.StableRevision == ro.Name+"-2-0-0" {
 			t.Errorf("%s promoted with a Prometheus that never answered", ro.Name)
 		}
