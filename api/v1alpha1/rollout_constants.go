@@ -208,6 +208,12 @@ const (
 	EventAnalysisPassed = "AnalysisPassed"
 	// EventAnalysisFailed: a metric failed; the rollout aborts.
 	EventAnalysisFailed = "AnalysisFailed"
+	// EventMeasurementDeferred: a round's due measurements were deferred
+	// because the Rollout's namespace already measures with its share of
+	// the manager's workers. Its own reason, so that the events API folds
+	// the deferrals into one series without hiding a MeasurementScheduled
+	// note.
+	EventMeasurementDeferred = "MeasurementDeferred"
 	// EventMeasurementError: a query could not be run (network, auth,
 	// template, Secret, a window reaching before the canary); errors count
 	// towards consecutiveErrorLimit.

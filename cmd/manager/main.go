@@ -14,6 +14,7 @@ import (
 
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
 	"github.com/stepwise-dev/stepwise/internal/manager"
+	analysisprom "github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
 	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
@@ -64,6 +65,7 @@ func run() error {
 		opts.NotificationAddresses = append(opts.NotificationAddresses, strings.Split(v, ",")...)
 		return nil
 	})
+	flag.Int64Var(&opts.AnalysisMemoryBudget, "analysis-memory-budget", analysisprom.DefaultBudget, "Bytes of Prometheus answers all Rollouts together may be reading at once; an answer that does not fit is an Error measurement. See docs/analysis.md#cost-per-tenant.")
 	flag.StringVar(&controllers, "controllers", strings.Join(manager.Controllers, ","), "Controllers to run, comma-separated: cloneset, rollout.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

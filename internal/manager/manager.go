@@ -27,6 +27,7 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 	"github.com/stepwise-dev/stepwise/internal/index"
 	"github.com/stepwise-dev/stepwise/internal/podcache"
+	analysisprom "github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
 	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
@@ -89,6 +90,10 @@ type Options struct {
 	// AnalysisAddresses restricts where analysis may connect (URL prefixes
 	// or hosts, see rollout.Reconciler); empty allows any address.
 	AnalysisAddresses []string
+	// AnalysisMemoryBudget bounds, in bytes, the Prometheus answers being
+	// read at once by every Rollout together (prometheus.Budget); 0 takes
+	// prometheus.DefaultBudget.
+	AnalysisMemoryBudget int64
 	// NotificationAddresses restricts where the webhooks of
 	// spec.notifications may connect (same entries as AnalysisAddresses);
 	// empty allows any address.
@@ -276,6 +281,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			Clock:             opts.Clock,
 			ProviderFactory:   opts.ProviderFactory,
 			AnalysisAddresses: opts.AnalysisAddresses,
+			AnalysisBudget:    analysisprom.NewBudget(orDefault(opts.AnalysisMemoryBudget, analysisprom.DefaultBudget)),
 			Notifier:          notifier,
 			Pods:              pods,
 			Namespaces:        namespaces,
@@ -306,7 +312,7 @@ func register(r prometheus.Registerer, collectors []prometheus.Collector) error 
 	return nil
 }
 
-func orDefault(v, def int) int {
+func orDefault[T int | int64](v, def T) T {
 	if v <= 0 {
 		return def
 	}

@@ -183,7 +183,7 @@ func deferred(in Input, res Result, due []int, refused string) Result {
 	why := "measurement deferred: " + refused
 	res.Status.Message = ""
 	res.Waiting = why
-	res.Events = append(res.Events, in.event(corev1.EventTypeNormal, EventMeasurementDeferred, "metric %s: %s", strings.Join(names, ", "), why))
+	res.Events = append(res.Events, in.event(corev1.EventTypeNormal, v1alpha1.EventMeasurementDeferred, "metric %s: %s", strings.Join(names, ", "), why))
 	res.RequeueAfter = DeferRetry
 	return res
 }

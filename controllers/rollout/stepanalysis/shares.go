@@ -11,12 +11,6 @@ import (
 // keeps the wait for a free share short without loading the manager.
 const DeferRetry = 2 * time.Second
 
-// EventMeasurementDeferred is the Normal Event of a round whose due
-// measurements were deferred because the namespace had taken its share.
-// Its own reason, so that the events API folds the deferrals into one
-// series without hiding a MeasurementScheduled note.
-const EventMeasurementDeferred = "MeasurementDeferred"
-
 // ShareOf is how many rounds of one namespace may measure at once, given
 // the Rollout workers: a quarter of them, at least one. A measuring round
 // holds its worker until its queries answer, up to the analysis interval

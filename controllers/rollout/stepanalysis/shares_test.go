@@ -90,7 +90,7 @@ func TestRunDefersWhenItsNamespaceHasTakenItsShare(t *testing.T) {
 	}
 	var deferredEvent bool
 	for _, e := range res.Events {
-		if e.Reason == EventMeasurementDeferred {
+		if e.Reason == v1alpha1.EventMeasurementDeferred {
 			deferredEvent = true
 			if e.Message != "step 1/3: metric error-rate, latency: "+want {
 				t.Errorf("event %q", e.Message)
@@ -98,7 +98,7 @@ func TestRunDefersWhenItsNamespaceHasTakenItsShare(t *testing.T) {
 		}
 	}
 	if !deferredEvent {
-		t.Errorf("events %+v, want one %s", res.Events, EventMeasurementDeferred)
+		t.Errorf("events %+v, want one %s", res.Events, v1alpha1.EventMeasurementDeferred)
 	}
 
 	f := &fakeMeasurer{answer: func(string, int) analysis.Measurement { return value(0) }}

@@ -109,4 +109,3 @@ func (e *MissingGrantError) Error() string {
 // Gateway API install since v0.6 serves (v1 came later, with the same
 // schema).
 var ReferenceGrantGVK = schema.GroupVersionKind{Group: gatewayv1.GroupName, Version: "v1beta1", Kind: "ReferenceGrant"}
-

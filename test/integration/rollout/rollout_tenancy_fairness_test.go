@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
 	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
@@ -78,13 +77,13 @@ func TestNamespaceAtItsShareDoesNotHoldUpAnother(t *testing.T) {
 
 	var withEvent string
 	for _, name := range names {
-		if len(withNote(events(t, a, name, stepanalysis.EventMeasurementDeferred), deferred)) > 0 {
+		if len(withNote(events(t, a, name, stepwisev1.EventMeasurementDeferred), deferred)) > 0 {
 			withEvent = name
 			break
 		}
 	}
 	if withEvent == "" {
-		t.Errorf("no Rollout of A has a %s Event saying %q", stepanalysis.EventMeasurementDeferred, deferred)
+		t.Errorf("no Rollout of A has a %s Event saying %q", stepwisev1.EventMeasurementDeferred, deferred)
 	}
 	for _, name := range names {
 		ro := getRollout(t, a, name)
