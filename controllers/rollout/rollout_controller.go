@@ -86,6 +86,9 @@ type Reconciler struct {
 	cache client.Reader
 	// writes is what our last write of each Rollout produced.
 	writes ownWrites
+	// validations is each Rollout generation's stepanalysis.Validate
+	// verdict, so that its queries are rendered once, not every round.
+	validations stepanalysis.Validations
 	// routesWatched and grantsWatched: HTTPRoutes and ReferenceGrants are
 	// watched (their CRDs were installed when the manager started), so
 	// waiting for a Gateway's acceptance or a missing grant needs no
@@ -277,6 +280,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
 			r.writes.forget(req.NamespacedName)
+			r.validations.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting Rollout: %w", err)
@@ -313,7 +317,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // first (the decision's main act), then the analysis.
 func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Duration, error) {
 	ro := rd.ro
-	if err := stepanalysis.Validate(&ro.Spec); err != nil {
+	if err := r.validations.Validate(ro); err != nil {
 		return 0, stall(v1alpha1.ReasonInvalidAnalysis, "%v", err)
 	}
 	if err := r.checkClaim(ctx, rd); err != nil {
