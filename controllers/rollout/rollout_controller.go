@@ -427,9 +427,8 @@ func (r *Reconciler) finish(ctx context.Context, original *v1alpha1.Rollout, rd 
 		}
 	}
 	r.record(original, rd)
-	if rd.notify != nil && !r.Notifier.enqueue(*rd.notify) {
-		r.event(ro, step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventNotificationFailed,
-			Message: fmt.Sprintf("%s not posted: %d transitions already wait to be posted by this Rollout's worker; it will not be posted again", transitionText(rd.notify.message), NotifierQueueSize)})
+	if rd.notify != nil {
+		r.handOver(*rd.notify)
 	}
 	if reconcileErr == nil && rd.apply != nil {
 		// Only now that the decision is on record: had the status write

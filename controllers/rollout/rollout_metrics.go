@@ -28,6 +28,12 @@ type Metrics struct {
 	// RolloutDuration is the time from the canary revision's creation (the
 	// template change) to the rollout completing or aborting.
 	RolloutDuration *prometheus.HistogramVec
+	// NotificationsDropped counts transitions not posted to a webhook
+	// because the notifier's bounds were reached, by reason: queue_full
+	// (the webhook's destination has NotifierQueueSize transitions
+	// waiting) or too_many_destinations (MaxNotifierDestinations, or
+	// MaxNotifierDestinationsPerNamespace for the Rollout's namespace).
+	NotificationsDropped *prometheus.CounterVec
 }
 
 var phases = []v1alpha1.RolloutPhase{v1alpha1.RolloutHealthy, v1alpha1.RolloutProgressing, v1alpha1.RolloutPaused, v1alpha1.RolloutAborted}
@@ -62,12 +68,16 @@ func NewMetrics() *Metrics {
 			Help:    "Time from the canary revision's creation to the rollout completing or aborting.",
 			Buckets: prometheus.ExponentialBuckets(30, 2, 12),
 		}, slices.Concat(labels, []string{"result"})),
+		NotificationsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stepwise_rollout_notifications_dropped_total",
+			Help: "Phase transitions not posted to a webhook because the notifier's bounds were reached, by reason: queue_full or too_many_destinations.",
+		}, slices.Concat(labels, []string{"webhook", "reason"})),
 	}
 }
 
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Phase, m.CurrentStep, m.MeasurementValue, m.Measurements, m.StepDuration, m.RolloutDuration}
+	return []prometheus.Collector{m.Phase, m.CurrentStep, m.MeasurementValue, m.Measurements, m.StepDuration, m.RolloutDuration, m.NotificationsDropped}
 }
 
 func (m *Metrics) setState(ns, name string, phase v1alpha1.RolloutPhase, step *int32) {
@@ -112,6 +122,13 @@ func (m *Metrics) rolloutEnded(ns, name, result string, d time.Duration) {
 	m.RolloutDuration.WithLabelValues(ns, name, result).Observe(d.Seconds())
 }
 
+func (m *Metrics) notificationDropped(ns, name, webhook, reason string) {
+	if m == nil {
+		return
+	}
+	m.NotificationsDropped.WithLabelValues(ns, name, webhook, reason).Inc()
+}
+
 // forget drops a deleted Rollout's series.
 func (m *Metrics) forget(ns, name string) {
 	if m == nil {
@@ -124,4 +141,5 @@ func (m *Metrics) forget(ns, name string) {
 	m.Measurements.DeletePartialMatch(l)
 	m.StepDuration.DeletePartialMatch(l)
 	m.RolloutDuration.DeletePartialMatch(l)
+	m.NotificationsDropped.DeletePartialMatch(l)
 }

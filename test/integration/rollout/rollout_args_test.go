@@ -28,13 +28,13 @@ func TestArgsValidationNamesTheField(t *testing.T) {
 		want   string // empty: accepted
 	}{
 		{"a value of 1 MiB", inSpec(map[string]string{"service": strings.Repeat("a", 1<<20)}),
-			"spec.analysis.args: Invalid value: \"object\": analysis.args values must be at most 1024 characters long"},
+			"spec.analysis.args: Invalid value: analysis.args values must be at most 1024 characters long"},
 		{"a value one past the bound", inSpec(map[string]string{"service": strings.Repeat("a", 1025)}),
 			"analysis.args values must be at most 1024 characters long"},
 		{"a step's value past the bound", inStep(map[string]string{"window": strings.Repeat("5", 1025)}),
-			"spec.steps[0].analysis.args: Invalid value: \"object\": analysis.args values must be at most 1024 characters long"},
+			"spec.steps[0].analysis.args: Invalid value: analysis.args values must be at most 1024 characters long"},
 		{"a name of 64 characters", inSpec(map[string]string{strings.Repeat("n", 64): "x"}),
-			"spec.analysis.args: Invalid value: \"object\": analysis.args names must be 1 to 63 characters long"},
+			"spec.analysis.args: Invalid value: analysis.args names must be 1 to 63 characters long"},
 		{"an empty name", inSpec(map[string]string{"": "x"}), "analysis.args names must be 1 to 63 characters long"},
 		{"33 args", inSpec(func() map[string]string {
 			m := map[string]string{}
