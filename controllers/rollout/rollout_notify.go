@@ -127,7 +127,8 @@ type notifyJob struct {
 // with a Warning Event and a count in
 // stepwise_rollout_notifications_dropped_total, rather than hold a
 // reconcile or grow without end: at most MaxNotifierDestinations times
-// NotifierQueueSize transitions are kept, a few hundred bytes each.
+// NotifierQueueSize transitions are kept, each a copy of its message and
+// webhook, not of the Rollout.
 const (
 	// NotifierQueueSize bounds the transitions waiting for one destination,
 	// besides the one being posted.
