@@ -266,9 +266,14 @@ type AnalysisSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="analysis.scrapeMargin must be a duration such as 30s or 1m"
 	ScrapeMargin *metav1.Duration `json:"scrapeMargin,omitempty"`
 
-	// Args are available to queries as {{ .Args.name }}.
+	// Args are available to queries as {{ .Args.name }}: at most 32, each
+	// name of 1 to 63 characters and each value of at most 1024. Every
+	// query is rendered with them when the Rollout changes and at each
+	// measurement, so they are bounded as the query itself is.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) >= 1 && size(k) <= 63)",message="analysis.args names must be 1 to 63 characters long"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 1024)",message="analysis.args values must be at most 1024 characters long"
 	Args map[string]string `json:"args,omitempty"`
 
 	// Metrics are all measured; the step passes when every metric passes.

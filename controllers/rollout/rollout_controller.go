@@ -93,6 +93,9 @@ type Reconciler struct {
 	cache client.Reader
 	// writes is what our last write of each Rollout produced.
 	writes ownWrites
+	// validations is each Rollout generation's stepanalysis.Validate
+	// verdict, so that its queries are rendered once, not every round.
+	validations stepanalysis.Validations
 	// routesWatched and grantsWatched: HTTPRoutes and ReferenceGrants are
 	// watched (their CRDs were installed when the manager started), so
 	// waiting for a Gateway's acceptance or a missing grant needs no
@@ -288,6 +291,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
 			r.writes.forget(req.NamespacedName)
+			r.validations.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting Rollout: %w", err)
@@ -324,7 +328,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // first (the decision's main act), then the analysis.
 func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Duration, error) {
 	ro := rd.ro
-	if err := stepanalysis.Validate(&ro.Spec); err != nil {
+	if err := r.validations.Validate(ro); err != nil {
 		return 0, stall(v1alpha1.ReasonInvalidAnalysis, "%v", err)
 	}
 	if err := r.checkClaim(ctx, rd); err != nil {
@@ -436,9 +440,8 @@ func (r *Reconciler) finish(ctx context.Context, original *v1alpha1.Rollout, rd 
 		}
 	}
 	r.record(original, rd)
-	if rd.notify != nil && !r.Notifier.enqueue(*rd.notify) {
-		r.event(ro, step.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventNotificationFailed,
-			Message: fmt.Sprintf("%s not posted: %d transitions already wait to be posted by this Rollout's worker; it will not be posted again", transitionText(rd.notify.message), NotifierQueueSize)})
+	if rd.notify != nil {
+		r.handOver(*rd.notify)
 	}
 	if reconcileErr == nil && len(rd.trafficWrites) > 0 {
 		// Only now that what they write is on record: had the status write

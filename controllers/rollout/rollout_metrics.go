@@ -41,6 +41,13 @@ type Metrics struct {
 
 	// budget is the Reconciler's, once SetupWithManager has made it.
 	budget atomic.Pointer[analysisprom.Budget]
+
+	// NotificationsDropped counts transitions not posted to a webhook
+	// because the notifier's bounds were reached, by reason: queue_full
+	// (the webhook's destination has NotifierQueueSize transitions
+	// waiting) or too_many_destinations (MaxNotifierDestinations, or
+	// MaxNotifierDestinationsPerNamespace for the Rollout's namespace).
+	NotificationsDropped *prometheus.CounterVec
 }
 
 var phases = []v1alpha1.RolloutPhase{v1alpha1.RolloutHealthy, v1alpha1.RolloutProgressing, v1alpha1.RolloutPaused, v1alpha1.RolloutAborted}
@@ -79,6 +86,10 @@ func NewMetrics() *Metrics {
 			Name: "stepwise_rollout_analysis_deferred_total",
 			Help: "Analysis rounds whose due measurements were deferred because their namespace already measured its share of the Rollout workers.",
 		}, []string{"namespace"}),
+		NotificationsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stepwise_rollout_notifications_dropped_total",
+			Help: "Phase transitions not posted to a webhook because the notifier's bounds were reached, by reason: queue_full or too_many_destinations.",
+		}, slices.Concat(labels, []string{"webhook", "reason"})),
 	}
 	m.AnalysisBytesInFlight = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "stepwise_analysis_response_bytes_in_flight",
@@ -94,7 +105,7 @@ func NewMetrics() *Metrics {
 // Collectors lists every metric, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Phase, m.CurrentStep, m.MeasurementValue, m.Measurements, m.StepDuration, m.RolloutDuration,
-		m.AnalysisBytesInFlight, m.AnalysisBytesLimit, m.AnalysisDeferred}
+		m.AnalysisBytesInFlight, m.AnalysisBytesLimit, m.AnalysisDeferred, m.NotificationsDropped}
 }
 
 // watchBudget makes the budget gauges read b.
@@ -154,6 +165,13 @@ func (m *Metrics) rolloutEnded(ns, name, result string, d time.Duration) {
 	m.RolloutDuration.WithLabelValues(ns, name, result).Observe(d.Seconds())
 }
 
+func (m *Metrics) notificationDropped(ns, name, webhook, reason string) {
+	if m == nil {
+		return
+	}
+	m.NotificationsDropped.WithLabelValues(ns, name, webhook, reason).Inc()
+}
+
 // forget drops a deleted Rollout's series.
 func (m *Metrics) forget(ns, name string) {
 	if m == nil {
@@ -166,4 +184,5 @@ func (m *Metrics) forget(ns, name string) {
 	m.Measurements.DeletePartialMatch(l)
 	m.StepDuration.DeletePartialMatch(l)
 	m.RolloutDuration.DeletePartialMatch(l)
+	m.NotificationsDropped.DeletePartialMatch(l)
 }

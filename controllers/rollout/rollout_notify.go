@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"strconv"
 	"sync"
@@ -69,57 +68,128 @@ func (r *Reconciler) planNotification(rd *round) {
 	if send == nil {
 		return
 	}
-	// A copy: the job outlives the reconcile, on another goroutine.
-	cp := ro.DeepCopy()
+	// Copies: the job outlives the reconcile, on other goroutines, and may
+	// wait in a queue, so it keeps only what the post and its Events need,
+	// not the whole Rollout.
+	var step *int32
+	if i := ro.Status.CurrentStepIndex; i != nil {
+		step = new(*i)
+	}
 	job := notifyJob{
-		rollout: cp,
+		rollout: &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, ResourceVersion: ro.ResourceVersion,
+		}},
 		message: notification.Message{
-			ID:             string(cp.UID) + "/" + strconv.FormatInt(send.Sequence, 10),
-			Namespace:      cp.Namespace,
-			Rollout:        cp.Name,
+			ID:             string(ro.UID) + "/" + strconv.FormatInt(send.Sequence, 10),
+			Namespace:      ro.Namespace,
+			Rollout:        ro.Name,
 			Phase:          string(send.Phase),
 			PreviousPhase:  string(send.PreviousPhase),
-			Reason:         cp.Status.Reason,
-			Message:        cp.Status.Message,
-			StableRevision: cp.Status.StableRevision,
-			CanaryRevision: cp.Status.CanaryRevision,
-			Step:           cp.Status.CurrentStepIndex,
-			Steps:          len(cp.Spec.Steps),
+			Reason:         ro.Status.Reason,
+			Message:        ro.Status.Message,
+			StableRevision: ro.Status.StableRevision,
+			CanaryRevision: ro.Status.CanaryRevision,
+			Step:           step,
+			Steps:          len(ro.Spec.Steps),
 			Time:           send.TransitionTime.Time,
 		},
 	}
-	for _, h := range cp.Spec.Notifications {
-		if h.Wants(send.Phase) {
-			job.hooks = append(job.hooks, h)
+	for i := range ro.Spec.Notifications {
+		if h := &ro.Spec.Notifications[i]; h.Wants(send.Phase) {
+			job.hooks = append(job.hooks, *h.DeepCopy())
 		}
 	}
 	rd.notify = &job
 }
 
+// handOver gives the Notifier a transition whose status write succeeded.
+// What it cannot take is dropped at once, never waited for: each drop is
+// counted in the metrics and recorded as a Warning Event naming the
+// webhook.
+func (r *Reconciler) handOver(job notifyJob) {
+	for _, d := range r.Notifier.enqueue(job) {
+		r.Metrics.notificationDropped(job.rollout.Namespace, job.rollout.Name, d.hook, d.reason)
+		r.Notifier.event(job.rollout, d.hook, corev1.EventTypeWarning, v1alpha1.EventNotificationFailed,
+			"webhook %s: %s not posted: %s; it will not be posted again", d.hook, transitionText(job.message), d.why)
+	}
+}
+
 // notifyJob is one transition to post to the webhooks that want it.
 type notifyJob struct {
-	// rollout is a copy, for the Secrets' namespace and the Events.
+	// rollout names the Rollout (namespace, name, UID), for the Secrets'
+	// namespace and the Events.
 	rollout *v1alpha1.Rollout
 	hooks   []v1alpha1.Notification
 	message notification.Message
 }
 
-// NotifierQueueSize bounds the transitions waiting to be posted, per
-// worker; past it a transition is dropped with a Warning Event rather than
-// hold a reconcile.
-const NotifierQueueSize = 64
+// Bounds of what waits to be posted. Past them a transition is dropped,
+// with a Warning Event and a count in
+// stepwise_rollout_notifications_dropped_total, rather than hold a
+// reconcile or grow without end: at most MaxNotifierDestinations times
+// NotifierQueueSize transitions are kept, each a copy of its message and
+// webhook, not of the Rollout.
+const (
+	// NotifierQueueSize bounds the transitions waiting for one destination,
+	// besides the one being posted.
+	NotifierQueueSize = 128
+	// MaxNotifierDestinations bounds the destinations with transitions to
+	// post, each with its own goroutine.
+	MaxNotifierDestinations = 256
+	// MaxNotifierDestinationsPerNamespace bounds them per namespace, so
+	// that one namespace's webhooks that never answer cannot take every
+	// destination from the others.
+	MaxNotifierDestinationsPerNamespace = 16
+)
 
-// notifierWorkers post in parallel, each from its own queue. A Rollout's
-// transitions always go to the same worker, so they arrive in the order
-// they happened; a webhook that does not answer holds only its worker.
-const notifierWorkers = 4
+// Reasons a transition is dropped, the metric's reason label.
+const (
+	dropQueueFull           = "queue_full"
+	dropTooManyDestinations = "too_many_destinations"
+)
+
+// destination is where a webhook posts, as the Rollout names it: the key
+// of a Secret in the Rollout's namespace that holds the URL. Not the URL
+// itself: the Secret is read at each post (a rotated URL takes effect at
+// the next), not when a reconcile hands a transition over, which reads no
+// Secret. The namespace is part of it, so no two namespaces ever share a
+// queue, even when their webhooks post to the same host (a shared relay):
+// one namespace's receiver that never answers delays no other namespace.
+type destination struct {
+	namespace, secret, key string
+}
+
+// delivery is one transition to post to one webhook.
+type delivery struct {
+	rollout *v1alpha1.Rollout
+	hook    v1alpha1.Notification
+	message notification.Message
+}
+
+// destinationQueue holds a destination's deliveries in the order they were
+// handed over; one goroutine at a time posts them, so a Rollout's
+// transitions reach each of its webhooks in the order they happened.
+type destinationQueue struct {
+	pending []delivery
+	// posting: a goroutine is posting this queue's deliveries.
+	posting bool
+}
+
+// dropped is a delivery the Notifier could not take.
+type dropped struct {
+	hook, reason, why string
+}
 
 // Notifier posts phase transitions to webhooks off the reconcile workers:
 // a reconcile hands it a transition already recorded in status and goes
-// on; the Notifier's own workers read the URL Secret, post with retries
-// and record an Event per webhook. It runs on the leader only, as the
-// reconciles that feed it do. What is queued when the manager stops is not
-// posted: the transition is already recorded, so it is never posted twice.
+// on; the Notifier reads the URL Secret, posts with retries and records an
+// Event per webhook. Each destination has its own queue and, while the
+// queue holds anything, its own goroutine, so a webhook that does not
+// answer holds only the transitions for that same destination; a
+// destination with nothing left to post is forgotten. It runs on the
+// leader only, as the reconciles that feed it do. What is queued when the
+// manager stops is not posted: the transition is already recorded, so it
+// is never posted twice.
 type Notifier struct {
 	// Reader reads the URL Secrets (around the cache, get only).
 	Reader   client.Reader
@@ -131,8 +201,18 @@ type Notifier struct {
 	// Client posts; notification.NewClient when nil.
 	Client *http.Client
 
-	once   sync.Once
-	queues []chan notifyJob
+	// deliver posts one delivery; post when nil. Tests replace it.
+	deliver func(context.Context, delivery)
+
+	once sync.Once
+	mu   sync.Mutex
+	// ctx is Start's, nil before Start: queues filled before it are
+	// posted from once it runs.
+	ctx          context.Context
+	stopped      bool
+	queues       map[destination]*destinationQueue
+	perNamespace map[string]int
+	posting      sync.WaitGroup
 }
 
 // NewNotifier builds a Notifier whose allow-list is the manager flag
@@ -147,15 +227,16 @@ func NewNotifier(reader client.Reader, recorder events.EventRecorder, allowed []
 
 func (n *Notifier) init() {
 	n.once.Do(func() {
-		n.queues = make([]chan notifyJob, notifierWorkers)
-		for i := range n.queues {
-			n.queues[i] = make(chan notifyJob, NotifierQueueSize)
-		}
+		n.queues = map[destination]*destinationQueue{}
+		n.perNamespace = map[string]int{}
 		if n.Policy == (notification.Policy{}) {
 			n.Policy = notification.DefaultPolicy
 		}
 		if n.Client == nil {
-			n.Client = notification.NewClient()
+			n.Client = notification.NewClientFor(n.Allow)
+		}
+		if n.deliver == nil {
+			n.deliver = n.post
 		}
 	})
 }
@@ -164,59 +245,119 @@ func (n *Notifier) init() {
 // to post.
 func (n *Notifier) NeedLeaderElection() bool { return true }
 
-// Start runs the workers until ctx ends (a manager Runnable).
+// Start posts until ctx ends (a manager Runnable), then waits for the
+// posts under way to give up.
 func (n *Notifier) Start(ctx context.Context) error {
 	n.init()
-	var wg sync.WaitGroup
-	for _, queue := range n.queues {
-		wg.Go(func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case job := <-queue:
-					n.post(ctx, job)
-				}
-			}
-		})
+	n.mu.Lock()
+	n.ctx = ctx
+	for dest, q := range n.queues {
+		n.startPosting(dest, q)
 	}
-	wg.Wait()
+	n.mu.Unlock()
+	<-ctx.Done()
+	n.mu.Lock()
+	n.stopped = true
+	n.mu.Unlock()
+	n.posting.Wait()
 	return nil
 }
 
-// enqueue never blocks: a full queue drops the transition, with a Warning.
-func (n *Notifier) enqueue(job notifyJob) bool {
+// enqueue never blocks: it queues the transition for each of its webhooks'
+// destinations, and returns those it could not take.
+func (n *Notifier) enqueue(job notifyJob) []dropped {
 	n.init()
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(job.rollout.Namespace + "/" + job.rollout.Name))
-	select {
-	case n.queues[h.Sum32()%uint32(len(n.queues))] <- job:
-		return true
-	default:
-		return false
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var drops []dropped
+	for _, h := range job.hooks {
+		dest := destination{namespace: job.rollout.Namespace, secret: h.URLSecretRef.Name, key: h.URLSecretRef.Key}
+		q := n.queues[dest]
+		if q == nil {
+			if why := n.full(dest.namespace); why != "" {
+				drops = append(drops, dropped{hook: h.Name, reason: dropTooManyDestinations, why: why})
+				continue
+			}
+			q = &destinationQueue{}
+			n.queues[dest] = q
+			n.perNamespace[dest.namespace]++
+		}
+		if len(q.pending) >= NotifierQueueSize {
+			drops = append(drops, dropped{hook: h.Name, reason: dropQueueFull,
+				why: fmt.Sprintf("%d transitions already wait to be posted to Secret %s key %s", NotifierQueueSize, dest.secret, dest.key)})
+			continue
+		}
+		q.pending = append(q.pending, delivery{rollout: job.rollout, hook: h, message: job.message})
+		n.startPosting(dest, q)
+	}
+	return drops
+}
+
+// full says why a namespace may not have one more destination, "" when it may.
+func (n *Notifier) full(namespace string) string {
+	switch {
+	case n.perNamespace[namespace] >= MaxNotifierDestinationsPerNamespace:
+		return fmt.Sprintf("the manager already posts to %d webhook Secret keys of namespace %s, its most", MaxNotifierDestinationsPerNamespace, namespace)
+	case len(n.queues) >= MaxNotifierDestinations:
+		return fmt.Sprintf("the manager already posts to %d webhook Secret keys, its most", MaxNotifierDestinations)
+	}
+	return ""
+}
+
+// startPosting starts q's goroutine, unless it runs already or the
+// Notifier is not running. Called with n.mu held.
+func (n *Notifier) startPosting(dest destination, q *destinationQueue) {
+	if q.posting || n.ctx == nil || n.stopped {
+		return
+	}
+	q.posting = true
+	n.posting.Add(1)
+	go n.drain(n.ctx, dest, q)
+}
+
+// drain posts q's deliveries in order until it is empty, then forgets the
+// destination.
+func (n *Notifier) drain(ctx context.Context, dest destination, q *destinationQueue) {
+	defer n.posting.Done()
+	for {
+		n.mu.Lock()
+		if len(q.pending) == 0 || ctx.Err() != nil {
+			q.posting = false
+			if len(q.pending) == 0 {
+				delete(n.queues, dest)
+				if n.perNamespace[dest.namespace]--; n.perNamespace[dest.namespace] <= 0 {
+					delete(n.perNamespace, dest.namespace)
+				}
+			}
+			n.mu.Unlock()
+			return
+		}
+		d := q.pending[0]
+		q.pending[0] = delivery{}
+		q.pending = q.pending[1:]
+		n.mu.Unlock()
+		n.deliver(ctx, d)
 	}
 }
 
-// post delivers one transition to each of its webhooks in turn.
-func (n *Notifier) post(ctx context.Context, job notifyJob) {
-	ro := job.rollout
-	for _, h := range job.hooks {
-		attempts, err := n.postOne(ctx, ro, h, job.message)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			log.FromContext(ctx).Info("notification not delivered", "rollout", client.ObjectKeyFromObject(ro), "webhook", h.Name, "phase", job.message.Phase, "error", err.Error())
-			after := ""
-			if attempts > 0 {
-				after = fmt.Sprintf(" after %d attempt(s)", attempts)
-			}
-			n.event(ro, h.Name, corev1.EventTypeWarning, v1alpha1.EventNotificationFailed,
-				"webhook %s: %s not posted%s: %v; it will not be posted again", h.Name, transitionText(job.message), after, err)
-			continue
-		}
-		n.event(ro, h.Name, corev1.EventTypeNormal, v1alpha1.EventNotificationSent, "webhook %s: %s posted", h.Name, transitionText(job.message))
+// post delivers one transition to one webhook and records the outcome.
+func (n *Notifier) post(ctx context.Context, d delivery) {
+	ro, h := d.rollout, d.hook
+	attempts, err := n.postOne(ctx, ro, h, d.message)
+	if ctx.Err() != nil {
+		return
 	}
+	if err != nil {
+		log.FromContext(ctx).Info("notification not delivered", "rollout", client.ObjectKeyFromObject(ro), "webhook", h.Name, "phase", d.message.Phase, "error", err.Error())
+		after := ""
+		if attempts > 0 {
+			after = fmt.Sprintf(" after %d attempt(s)", attempts)
+		}
+		n.event(ro, h.Name, corev1.EventTypeWarning, v1alpha1.EventNotificationFailed,
+			"webhook %s: %s not posted%s: %v; it will not be posted again", h.Name, transitionText(d.message), after, err)
+		return
+	}
+	n.event(ro, h.Name, corev1.EventTypeNormal, v1alpha1.EventNotificationSent, "webhook %s: %s posted", h.Name, transitionText(d.message))
 }
 
 func (n *Notifier) postOne(ctx context.Context, ro *v1alpha1.Rollout, h v1alpha1.Notification, m notification.Message) (int, error) {

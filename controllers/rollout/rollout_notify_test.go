@@ -1,13 +1,21 @@
 package rollout
 
 import (
+	"context"
+	"fmt"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
 // TestDecideNotification replays sequences of phases, as successive
@@ -122,37 +130,241 @@ func TestNotificationWants(t *testing.T) {
 	}
 }
 
-// TestNotifierEnqueueNeverBlocks: with its workers stuck (here: not
-// started), a full queue drops the transition at once instead of holding
-// the reconcile that hands it over; a Rollout's transitions share one
-// queue, so they are posted in order.
+// hook is a webhook whose URL is Secret "webhooks", key key.
+func hook(name, key string) v1alpha1.Notification {
+	return v1alpha1.Notification{Name: name, URLSecretRef: v1alpha1.WebhookSecretKeyReference{Name: "webhooks", Key: key}}
+}
+
+// transition is the seq-th transition of Rollout ns/name, for hooks.
+func transition(ns, name string, seq int, hooks ...v1alpha1.Notification) notifyJob {
+	return notifyJob{
+		rollout: &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name)}},
+		hooks:   hooks,
+		message: notification.Message{ID: fmt.Sprintf("%s-%s/%d", ns, name, seq), Namespace: ns, Rollout: name, Phase: "Progressing", PreviousPhase: "Healthy"},
+	}
+}
+
+func dropReasons(drops []dropped) []string {
+	var out []string
+	for _, d := range drops {
+		out = append(out, d.hook+":"+d.reason)
+	}
+	return out
+}
+
+// TestNotifierEnqueueNeverBlocks: with nothing posting (here: not
+// started), a destination's full queue drops the transition at once
+// instead of holding the reconcile that hands it over, and only for that
+// destination: another webhook of the same Rollout still takes it.
 func TestNotifierEnqueueNeverBlocks(t *testing.T) {
 	n := &Notifier{}
-	job := func(name string) notifyJob {
-		return notifyJob{rollout: &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}}
-	}
 	for i := range NotifierQueueSize {
-		if !n.enqueue(job("web")) {
-			t.Fatalf("transition %d dropped before the queue is full", i)
+		if drops := n.enqueue(transition("shop", "web", i, hook("chat", "slack"))); len(drops) > 0 {
+			t.Fatalf("transition %d dropped before the queue is full: %v", i, dropReasons(drops))
 		}
 	}
-	done := make(chan bool)
-	go func() { done <- n.enqueue(job("web")) }()
+	done := make(chan []dropped)
+	go func() {
+		done <- n.enqueue(transition("shop", "web", NotifierQueueSize, hook("chat", "slack"), hook("pager", "pager")))
+	}()
 	select {
-	case ok := <-done:
-		if ok {
-			t.Error("a transition past the queue's size was accepted")
+	case drops := <-done:
+		if got, want := dropReasons(drops), []string{"chat:" + dropQueueFull}; !reflect.DeepEqual(got, want) {
+			t.Errorf("drops %v, want %v", got, want)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("enqueue blocked on a full queue")
 	}
-	used := 0
-	for _, q := range n.queues {
-		if len(q) > 0 {
-			used++
+	if len(n.queues) != 2 {
+		t.Errorf("%d destinations, want 2 (Secret webhooks keys slack and pager)", len(n.queues))
+	}
+}
+
+// TestNotifierDestinationBounds: a namespace has at most
+// MaxNotifierDestinationsPerNamespace destinations with transitions
+// waiting, and the Notifier at most MaxNotifierDestinations; past them a
+// new destination's transition is dropped, while one already queued for
+// still takes more.
+func TestNotifierDestinationBounds(t *testing.T) {
+	n := &Notifier{}
+	for i := range MaxNotifierDestinationsPerNamespace {
+		if drops := n.enqueue(transition("greedy", "web", 1, hook("h", fmt.Sprint(i)))); len(drops) > 0 {
+			t.Fatalf("destination %d dropped: %v", i, dropReasons(drops))
 		}
 	}
-	if used != 1 {
-		t.Errorf("one Rollout's transitions went to %d queues, want 1", used)
+	drops := n.enqueue(transition("greedy", "web", 2, hook("one-more", "x"), hook("h", "0")))
+	if got, want := dropReasons(drops), []string{"one-more:" + dropTooManyDestinations}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("drops %v, want %v", got, want)
+	}
+	if !strings.Contains(drops[0].why, "16 webhook Secret keys of namespace greedy") {
+		t.Errorf("the drop says %q", drops[0].why)
+	}
+	if drops := n.enqueue(transition("honest", "web", 1, hook("chat", "slack"))); len(drops) > 0 {
+		t.Fatalf("another namespace's destination dropped: %v", dropReasons(drops))
+	}
+	for i := 0; len(n.queues) < MaxNotifierDestinations; i++ {
+		ns := fmt.Sprintf("ns-%d", i/MaxNotifierDestinationsPerNamespace)
+		if drops := n.enqueue(transition(ns, "web", 1, hook("h", fmt.Sprint(i)))); len(drops) > 0 {
+			t.Fatalf("destination %d dropped below the bound: %v", len(n.queues), dropReasons(drops))
+		}
+	}
+	drops = n.enqueue(transition("late", "web", 1, hook("chat", "slack")))
+	if got, want := dropReasons(drops), []string{"chat:" + dropTooManyDestinations}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("drops %v, want %v", got, want)
+	}
+	if !strings.Contains(drops[0].why, "256 webhook Secret keys") {
+		t.Errorf("the drop says %q", drops[0].why)
+	}
+}
+
+// recorder keeps what the Notifier delivered, by destination key, and
+// holds deliveries to the keys in hung until the test ends.
+type recorder struct {
+	mu        sync.Mutex
+	delivered map[string][]string
+	hung      map[string]bool
+	release   chan struct{}
+}
+
+func (r *recorder) deliver(ctx context.Context, d delivery) {
+	if r.hung[d.hook.URLSecretRef.Key] {
+		select {
+		case <-r.release:
+		case <-ctx.Done():
+		}
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.delivered[d.hook.URLSecretRef.Key] = append(r.delivered[d.hook.URLSecretRef.Key], d.message.ID)
+}
+
+func (r *recorder) got(key string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.delivered[key]...)
+}
+
+// TestNotifierSlowDestinationDelaysNoOther: a destination that never
+// answers holds only its own queue. The transitions of the same Rollout to
+// its other webhook, and of other Rollouts to theirs, are all posted, each
+// destination's in the order they were handed over; once a destination has
+// nothing left to post it is forgotten.
+func TestNotifierSlowDestinationDelaysNoOther(t *testing.T) {
+	rec := &recorder{delivered: map[string][]string{}, hung: map[string]bool{"hung": true}, release: make(chan struct{})}
+	n := &Notifier{deliver: rec.deliver}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = n.Start(ctx); close(stopped) }()
+	t.Cleanup(func() {
+		close(rec.release)
+		cancel()
+		<-stopped
+	})
+	// Two namespaces post to Secret webhooks key slack, each in its own
+	// queue: each gets its transitions in the order they were handed over.
+	var wantShop, wantOther []string
+	for seq := 1; seq <= 20; seq++ {
+		n.enqueue(transition("shop", "web", seq, hook("hung", "hung"), hook("chat", "slack")))
+		n.enqueue(transition("shop", "api", seq, hook("chat", "slack")))
+		n.enqueue(transition("other", "api", seq, hook("chat", "slack")))
+		wantShop = append(wantShop, fmt.Sprintf("shop-web/%d", seq), fmt.Sprintf("shop-api/%d", seq))
+		wantOther = append(wantOther, fmt.Sprintf("other-api/%d", seq))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rec.got("slack")) < 60 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := rec.got("slack")
+	if len(got) != 60 {
+		t.Fatalf("%d of 60 transitions posted to the webhooks that answer, with one that never does: %v", len(got), got)
+	}
+	var shop, other []string
+	for _, id := range got {
+		if strings.HasPrefix(id, "shop-") {
+			shop = append(shop, id)
+		} else {
+			other = append(other, id)
+		}
+	}
+	if !reflect.DeepEqual(shop, wantShop) || !reflect.DeepEqual(other, wantOther) {
+		t.Errorf("order broken:\nshop  %v\nwant  %v\nother %v\nwant  %v", shop, wantShop, other, wantOther)
+	}
+	n.mu.Lock()
+	left := len(n.queues)
+	_, hungKept := n.queues[destination{namespace: "shop", secret: "webhooks", key: "hung"}]
+	n.mu.Unlock()
+	if left != 1 || !hungKept {
+		t.Errorf("%d destinations kept, want only the hung one", left)
+	}
+}
+
+// TestNotifierForgetsIdleDestinations: a destination whose queue is empty
+// holds no goroutine and no entry.
+func TestNotifierForgetsIdleDestinations(t *testing.T) {
+	rec := &recorder{delivered: map[string][]string{}}
+	n := &Notifier{deliver: rec.deliver}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = n.Start(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	for i := range 50 {
+		n.enqueue(transition(fmt.Sprintf("ns-%d", i), "web", 1, hook("chat", "slack"), hook("pager", "pager")))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n.mu.Lock()
+		left, namespaces := len(n.queues), len(n.perNamespace)
+		n.mu.Unlock()
+		if left == 0 && namespaces == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d destinations and %d namespaces kept after every transition was posted", left, namespaces)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(rec.got("slack")) != 50 || len(rec.got("pager")) != 50 {
+		t.Errorf("posted %d and %d, want 50 each", len(rec.got("slack")), len(rec.got("pager")))
+	}
+}
+
+// TestHandOverCountsDrops: a transition the Notifier cannot take is
+// counted in stepwise_rollout_notifications_dropped_total, by webhook and
+// reason, and recorded as a Warning Event naming the webhook.
+func TestHandOverCountsDrops(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Metrics: NewMetrics(), Notifier: &Notifier{Recorder: rec}}
+	for i := range NotifierQueueSize {
+		r.handOver(transition("shop", "web", i, hook("chat", "slack")))
+	}
+	dropped := func(webhook, reason string) float64 {
+		return testutil.ToFloat64(r.Metrics.NotificationsDropped.WithLabelValues("shop", "web", webhook, reason))
+	}
+	if got := testutil.CollectAndCount(r.Metrics.NotificationsDropped); got != 0 {
+		t.Fatalf("%d drop series before any drop", got)
+	}
+	r.handOver(transition("shop", "web", NotifierQueueSize, hook("chat", "slack")))
+	if got := dropped("chat", dropQueueFull); got != 1 {
+		t.Errorf("queue_full drops = %v, want 1", got)
+	}
+	select {
+	case e := <-rec.Events:
+		want := "Warning NotificationFailed webhook chat: Healthy → Progressing not posted: 128 transitions already wait to be posted to Secret webhooks key slack; it will not be posted again"
+		if e != want {
+			t.Errorf("Event %q\nwant  %q", e, want)
+		}
+	default:
+		t.Error("no Event for the drop")
+	}
+	for i := range MaxNotifierDestinationsPerNamespace {
+		r.handOver(transition("shop", "web", 1, hook("h", fmt.Sprint(i))))
+	}
+	if got := dropped("h", dropTooManyDestinations); got != 1 {
+		t.Errorf("too_many_destinations drops = %v, want 1 (the 16th key after slack)", got)
+	}
+	r.Metrics.forget("shop", "web")
+	if got := testutil.CollectAndCount(r.Metrics.NotificationsDropped); got != 0 {
+		t.Errorf("%d drop series kept after the Rollout was deleted", got)
 	}
 }

@@ -51,8 +51,16 @@ func Body(format stepwisev1.NotificationFormat, m Message) ([]byte, error) {
 	return b, nil
 }
 
+// slackEscaper escapes the three characters Slack reads as control
+// sequences in a message's text, and only those, as Slack's formatting
+// rules ask: & first, so that the entities it writes are not escaped again.
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
 // SlackText is the one message a chat shows: what changed, why, and where
-// the Rollout stands.
+// the Rollout stands. It is escaped for Slack: the Rollout's message holds
+// text from whoever writes the Rollout and from the Prometheus it queries,
+// and, unescaped, <!channel>, <@U123> or <https://x|click here> in it would
+// notify a whole channel, ping someone or show a link as other text.
 func SlackText(m Message) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Rollout %s/%s is %s", m.Namespace, m.Rollout, m.Phase)
@@ -78,5 +86,5 @@ func SlackText(m Message) string {
 	if len(where) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(where, ", "))
 	}
-	return b.String()
+	return slackEscaper.Replace(b.String())
 }

@@ -2,7 +2,10 @@ package stepanalysis
 
 import (
 	"fmt"
+	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
@@ -42,4 +45,78 @@ func Validate(spec *v1alpha1.RolloutSpec) error {
 		}
 	}
 	return nil
+}
+
+// MaxValidations bounds the verdicts Validations keeps: far more Rollouts
+// than one manager drives, at a few hundred bytes each.
+const MaxValidations = 4096
+
+// Validations remembers Validate's verdict for each Rollout's spec, keyed by
+// the Rollout and checked against its UID and generation: the API server
+// raises the generation with every spec change, so one (UID, generation)
+// is one spec, and its queries are rendered once, not at every round.
+//
+// It is the only memory of it, and losing it (a restart, a new leader, an
+// eviction) is safe: the next round validates again and finds the same
+// verdict, at the cost of one render of each query. It holds at most
+// MaxValidations verdicts, and a deleted Rollout's is dropped (Forget).
+type Validations struct {
+	// Check is the validation remembered; Validate when nil.
+	Check func(*v1alpha1.RolloutSpec) error
+
+	mu       sync.Mutex
+	verdicts map[types.NamespacedName]verdict
+}
+
+type verdict struct {
+	uid        types.UID
+	generation int64
+	err        error
+}
+
+// Validate returns Check's verdict on ro's spec, checking it only the first
+// time this generation of this Rollout is seen.
+func (v *Validations) Validate(ro *v1alpha1.Rollout) error {
+	key := types.NamespacedName{Namespace: ro.Namespace, Name: ro.Name}
+	v.mu.Lock()
+	got, ok := v.verdicts[key]
+	v.mu.Unlock()
+	if ok && got.uid == ro.UID && got.generation == ro.Generation {
+		return got.err
+	}
+	check := v.Check
+	if check == nil {
+		check = Validate
+	}
+	// Outside the lock: rendering is the cost being saved, and another
+	// Rollout's round need not wait for it.
+	err := check(&ro.Spec)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.verdicts == nil {
+		v.verdicts = map[types.NamespacedName]verdict{}
+	}
+	if _, known := v.verdicts[key]; !known && len(v.verdicts) >= MaxValidations {
+		for k := range v.verdicts {
+			// Any one: it costs that Rollout one render at its next round.
+			delete(v.verdicts, k)
+			break
+		}
+	}
+	v.verdicts[key] = verdict{uid: ro.UID, generation: ro.Generation, err: err}
+	return err
+}
+
+// Forget drops the verdict of the Rollout at key, once it is deleted.
+func (v *Validations) Forget(key types.NamespacedName) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.verdicts, key)
+}
+
+// Len is how many verdicts are kept.
+func (v *Validations) Len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.verdicts)
 }

@@ -1,10 +1,14 @@
 package stepanalysis
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
@@ -52,5 +56,71 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate: %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestValidationsRenderOncePerGeneration replays a Rollout's rounds: the
+// spec is checked at its first round, not at the next ones of the same
+// generation, again after a spec change (a new generation) or for a new
+// Rollout of the same name (a new UID), and again once forgotten.
+func TestValidationsRenderOncePerGeneration(t *testing.T) {
+	calls := 0
+	refused := errors.New("refused")
+	v := &Validations{Check: func(*v1alpha1.RolloutSpec) error { calls++; return refused }}
+	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-1", Generation: 1}}
+	round := func(wantCalls int) {
+		t.Helper()
+		if err := v.Validate(ro); !errors.Is(err, refused) {
+			t.Fatalf("Validate = %v, want the remembered verdict", err)
+		}
+		if calls != wantCalls {
+			t.Fatalf("generation %d, UID %s: %d checks, want %d", ro.Generation, ro.UID, calls, wantCalls)
+		}
+	}
+	round(1)
+	round(1)
+	round(1)
+	ro.Generation = 2
+	round(2)
+	round(2)
+	ro.UID = "uid-2"
+	round(3)
+	v.Forget(types.NamespacedName{Namespace: "shop", Name: "web"})
+	if v.Len() != 0 {
+		t.Fatalf("%d verdicts kept after Forget", v.Len())
+	}
+	round(4)
+	round(4)
+}
+
+// TestValidationsAreBounded: past MaxValidations Rollouts, a new one
+// replaces a verdict instead of adding one.
+func TestValidationsAreBounded(t *testing.T) {
+	v := &Validations{Check: func(*v1alpha1.RolloutSpec) error { return nil }}
+	for i := range MaxValidations + 100 {
+		ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("web-%d", i), UID: types.UID(fmt.Sprint(i)), Generation: 1}}
+		if err := v.Validate(ro); err != nil {
+			t.Fatal(err)
+		}
+		if v.Len() > MaxValidations {
+			t.Fatalf("%d verdicts kept after %d Rollouts, want at most %d", v.Len(), i+1, MaxValidations)
+		}
+	}
+	if v.Len() != MaxValidations {
+		t.Errorf("%d verdicts kept, want %d", v.Len(), MaxValidations)
+	}
+}
+
+// TestValidationsRemembersTheRealVerdict: without Check, the verdict is
+// Validate's, refusal included.
+func TestValidationsRemembersTheRealVerdict(t *testing.T) {
+	v := &Validations{}
+	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u", Generation: 1}}
+	ro.Spec.Steps = []v1alpha1.RolloutStep{{Partition: intstr.FromInt32(0)}}
+	ro.Spec.Analysis = &v1alpha1.AnalysisSpec{Metrics: []v1alpha1.Metric{metric("errors", `{{ range 10 }}x{{ end }}`)}}
+	for range 2 {
+		if err := v.Validate(ro); err == nil || !strings.Contains(err.Error(), "{{range}} is not allowed") {
+			t.Fatalf("Validate = %v, want the loop refused", err)
+		}
 	}
 }

@@ -86,7 +86,15 @@ func newDashboardCommand(e *env) *cobra.Command {
 				return err
 			}
 			if open {
-				if err := openBrowser(srv.URL()); err != nil {
+				page, err := openBrowser(srv.URL())
+				if page != "" {
+					// The page holds the session token: it goes when the
+					// dashboard stops, however it stops (Ctrl-C and SIGTERM
+					// end ctx, an error returns), not before, since the
+					// browser may read it late.
+					defer func() { _ = os.Remove(page) }()
+				}
+				if err != nil {
 					_, _ = fmt.Fprintf(e.streams.ErrOut, "could not open a browser (%v): open the URL above\n", err)
 				}
 			}
@@ -126,22 +134,32 @@ func (e *env) clients() (dynamic.Interface, kubernetes.Interface, error) {
 
 // openBrowser hands the desktop's opener a file, readable by this user
 // only, that redirects to the URL: the session token would be visible to
-// every user of the machine in the opener's command line. The dashboard
-// runs whether or not this works.
-func openBrowser(url string) error {
+// every user of the machine in the opener's command line. It returns the
+// file's path, for the caller to remove when the dashboard stops; "" when
+// there is none (not written, or removed already because no opener took
+// it). The dashboard runs whether or not this works.
+func openBrowser(url string) (string, error) {
 	f, err := os.CreateTemp("", "stepwise-dashboard-*.html")
 	if err != nil {
-		return err
+		return "", err
 	}
 	page := `<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=` + html.EscapeString(url) + `"><title>Stepwise</title>`
-	if _, err := f.WriteString(page); err != nil {
-		_ = f.Close()
-		return err
+	_, err = f.WriteString(page)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if err == nil {
+		err = launch("file://" + filepath.ToSlash(f.Name()))
 	}
-	target := "file://" + filepath.ToSlash(f.Name())
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// launch starts the desktop's opener on target, without waiting for it.
+func launch(target string) error {
 	var cmd *exec.Cmd
 	switch runtime.GOOS {
 	case "darwin":
