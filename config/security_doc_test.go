@@ -82,3 +82,71 @@ func documentedGrants(t *testing.T, path string) map[string][]string {
 	}
 	return grantsOf(rows)
 }
+
+// TestSecurityDocThreatModelNamesRealTests: every test the threat model
+// of docs/security.md names (its last column) is a test function of this
+// repository, so that no row claims a proof that does not exist. A name
+// with a slash is a subtest: its top-level test must exist.
+func TestSecurityDocThreatModelNamesRealTests(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "security.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	inTable := false
+	scanner := bufio.NewScanner(bytes.NewReader(doc))
+	for scanner.Scan() {
+		line := scanner.Text()
+		switch {
+		case strings.HasPrefix(line, "| who | what they could reach |"):
+			inTable = true
+			continue
+		case !inTable:
+			continue
+		case !strings.HasPrefix(line, "|"):
+			inTable = false
+			continue
+		case strings.HasPrefix(line, "|---"):
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		tests := regexp.MustCompile("`(Test[A-Za-z0-9_]+)(/[^`]*)?`").FindAllStringSubmatch(cells[len(cells)-1], -1)
+		if len(tests) == 0 {
+			t.Errorf("threat model row names no test: %s", line)
+		}
+		for _, m := range tests {
+			named[m[1]] = true
+		}
+	}
+	if len(named) == 0 {
+		t.Fatal("docs/security.md has no threat model table")
+	}
+	defined := map[string]bool{}
+	decl := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]+)\(`)
+	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (d.Name() == ".git" || d.Name() == "bin" || d.Name() == "hack"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllSubmatch(src, -1) {
+			defined[string(m[1])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range named {
+		if !defined[name] {
+			t.Errorf("docs/security.md's threat model names %s, which no test file defines", name)
+		}
+	}
+}
