@@ -70,7 +70,7 @@ func ref(ns, name string, w int32) gatewayv1.HTTPBackendRef {
 func managedBy(obj client.Object, manager, field string) {
 	obj.SetManagedFields(append(obj.GetManagedFields(), metav1.ManagedFieldsEntry{
 		Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:` + field + `":{}}}`)},
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:` + field + `":{}}}`),
 	}))
 }
 
