@@ -43,11 +43,7 @@ func tenantRelease(t *testing.T, ns, routeNS string) *stepwisev1.Rollout {
 // is aborted; the route ends as its owner wrote it.
 func TestStepwiseTakesOutOfARouteExactlyWhatItWrote(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
-	edge := newNamespace(t)
-	applyAs(t, gitManager, gitService(ns))
-	git := edgeRoute(t, ns, edge)
-	servicesGrant(t, ns, edge)
+	ns, edge, git := crossNamespace(t)
 	createObject(t, routeConsent(ns, edge))
 	createRollout(t, tenantRelease(t, ns, edge))
 	startController(t, ns, withNamespaces(edge))
@@ -130,9 +126,7 @@ func TestCreatingTheCanaryServiceNeverTakesOverAnother(t *testing.T) {
 		g.Expect(now.Labels).To(Equal(theirs.Labels))
 		g.Expect(now.OwnerReferences).To(BeEmpty())
 		g.Expect(untouchedBy(now)).To(BeTrue())
-		cs := &stepwisev1.CloneSet{}
-		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, cs)).To(Succeed())
-		g.Expect(cs.Status.UpdatedReplicas).To(BeZero(), "a Pod moved while the canary Service is someone else's")
+		noPodMoved(g, ns)
 		w, _ := routeState(g, ns, git)
 		g.Expect(w).To(BeZero())
 	})
@@ -141,9 +135,7 @@ func TestCreatingTheCanaryServiceNeverTakesOverAnother(t *testing.T) {
 	if err := env.client.Delete(testContext(t), getRollout(t, ns, "web")); err != nil {
 		t.Fatal(err)
 	}
-	NewWithT(t).Eventually(func(g Gomega) {
-		g.Expect(apierrors.IsNotFound(env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, &stepwisev1.Rollout{}))).To(BeTrue())
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	waitGone(t, ns, "web")
 	mustGet(t, ns, "tn-other", theirs)
 	if !untouchedBy(theirs) || len(theirs.OwnerReferences) > 0 {
 		t.Fatalf("Service tn-other after the Rollout's deletion: owners %v managed fields %v", theirs.OwnerReferences, theirs.ManagedFields)
@@ -182,9 +174,7 @@ func TestDeletingADuplicateRolloutLeavesTheHoldersTraffic(t *testing.T) {
 	if err := env.client.Delete(testContext(t), getRollout(t, ns, "web-dup")); err != nil {
 		t.Fatal(err)
 	}
-	NewWithT(t).Eventually(func(g Gomega) {
-		g.Expect(apierrors.IsNotFound(env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web-dup"}, &stepwisev1.Rollout{}))).To(BeTrue())
-	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	waitGone(t, ns, "web-dup")
 	consistently(t, ns, "web", 2*time.Second, func(g Gomega, ro *stepwisev1.Rollout) {
 		stepIs(g, ro, 0)
 		atStep(g)
@@ -236,10 +226,7 @@ func TestATrafficFinalizerFinishesWhenItsObjectsAreGone(t *testing.T) {
 			if err := env.client.Delete(testContext(t), getRollout(t, ns, "web")); err != nil {
 				t.Fatal(err)
 			}
-			NewWithT(t).Eventually(func(g Gomega) {
-				err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, &stepwisev1.Rollout{})
-				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the finalizer is still there: %v", err)
-			}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+			waitGone(t, ns, "web")
 		})
 	}
 }
@@ -275,9 +262,7 @@ func TestALostStatusWriteLeavesTrafficUnmoved(t *testing.T) {
 		g.Expect(w).To(BeZero())
 		g.Expect(atRest).To(BeTrue(), "the route moved without a record")
 		g.Expect(selectorOf(g, ns, "web-canary")).To(Equal(map[string]string{"app": "web"}), "the canary Service moved without a record")
-		cs := &stepwisev1.CloneSet{}
-		g.Expect(env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, cs)).To(Succeed())
-		g.Expect(cs.Status.UpdatedReplicas).To(BeZero())
+		noPodMoved(g, ns)
 	})
 	lose.Store(false)
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
