@@ -97,13 +97,10 @@ test: test-assets vet verify-generated test-unit test-integration test-e2e test-
 .PHONY: vet
 vet:
 	go vet ./...
-	cd api && go vet ./...
 
 .PHONY: test-unit
 test-unit: ## Pure functions only: no API server, seconds (Prometheus-backed analysis tests included).
 	go test -count=1 $(UNIT_PKGS)
-	@# The API is a module of its own (importers pull only its dependencies).
-	cd api && go test -count=1 ./...
 
 .PHONY: test-integration
 test-integration: test-assets ## Controllers against a real kube-apiserver + etcd (envtest).
@@ -188,9 +185,7 @@ bench-smoke: test-assets $(if $(findstring kruise,$(SMOKE_COMPARE)),kruise-manag
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
-	cd api && go vet ./...
 	$(GOLANGCI_LINT) run ./...
-	cd api && $(GOLANGCI_LINT) run ./...
 
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
