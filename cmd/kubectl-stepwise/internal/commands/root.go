@@ -34,6 +34,10 @@ type Options struct {
 	Now func() time.Time
 	// Getenv reads NO_COLOR and TERM.
 	Getenv func(string) string
+	// Version is the plugin's release as the build linked it into main
+	// (-ldflags "-X main.version=v0.2.0"); empty, the version go install
+	// recorded in the binary is used.
+	Version string
 }
 
 // Execute runs the command line args and returns the exit code. Errors are
@@ -91,6 +95,7 @@ type env struct {
 	config  *genericclioptions.ConfigFlags
 	now     func() time.Time
 	getenv  func(string) string
+	version string
 }
 
 // NewRootCommand builds the command tree; each call builds a new one.
@@ -100,6 +105,7 @@ func NewRootCommand(streams genericiooptions.IOStreams, opts Options) *cobra.Com
 		config:  genericclioptions.NewConfigFlags(true),
 		now:     opts.Now,
 		getenv:  opts.Getenv,
+		version: opts.Version,
 	}
 	if e.now == nil {
 		e.now = time.Now
@@ -123,7 +129,7 @@ func NewRootCommand(streams genericiooptions.IOStreams, opts Options) *cobra.Com
 	e.config.AddFlags(root.PersistentFlags())
 
 	root.AddCommand(newGetCommand(e), newStatusCommand(e), newPlanCommand(e))
-	root.AddCommand(newDashboardCommand(e))
+	root.AddCommand(newDashboardCommand(e), newVersionCommand(e))
 	for _, a := range cli.Actions() {
 		root.AddCommand(newActionCommand(e, a))
 	}
