@@ -23,7 +23,7 @@ func newVersionCommand(e *env) *cobra.Command {
 			"tag. Every namespace is searched, or " + cli.DefaultManagerNamespace + " when listing them all is\n" +
 			"forbidden. With --client, the cluster is not asked.",
 		Example: "  kubectl stepwise version\n  kubectl stepwise version --client",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info, _ := debug.ReadBuildInfo()
 			plugin := cli.PluginBuild(e.version, info)
