@@ -14,6 +14,14 @@ const (
 	// workload gate has passed: its pause if it is pausing, otherwise its
 	// analysis. A step with both needs two promotes (or one after the pause).
 	PromoteAtAnnotation = "stepwise.dev/promote-at"
+	// PromoteFullAtAnnotation promotes the rollout in progress in full: it
+	// goes to the last step at once, skipping every pause and analysis left,
+	// the last step's included, and completes once the last step's workload
+	// gate passes (its Pods updated and ready, and with traffic routing the
+	// routes carrying it). Ignored while paused (by a pause-at request or
+	// spec.paused), when no rollout is in progress, and when Aborted: retry
+	// first.
+	PromoteFullAtAnnotation = "stepwise.dev/promote-full-at"
 	// AbortAtAnnotation aborts the rollout in progress: partition back to
 	// 100%, phase Aborted.
 	AbortAtAnnotation = "stepwise.dev/abort-at"

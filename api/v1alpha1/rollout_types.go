@@ -555,9 +555,19 @@ type RolloutStatus struct {
 	// +kubebuilder:validation:MaxItems=20
 	Measurements []Measurement `json:"measurements,omitempty"`
 
+	// PromotedFull is true from a promote-full-at request until the rollout
+	// it promoted completes, aborts or is replaced by a newer revision: a
+	// step then passes on its workload gate alone, without its pause or
+	// analysis.
+	// +optional
+	PromotedFull bool `json:"promotedFull,omitempty"`
+
 	// LastHandledPromoteAt is the last stepwise.dev/promote-at value handled.
 	// +optional
 	LastHandledPromoteAt string `json:"lastHandledPromoteAt,omitempty"`
+	// LastHandledPromoteFullAt is the last stepwise.dev/promote-full-at value handled.
+	// +optional
+	LastHandledPromoteFullAt string `json:"lastHandledPromoteFullAt,omitempty"`
 	// LastHandledAbortAt is the last stepwise.dev/abort-at value handled.
 	// +optional
 	LastHandledAbortAt string `json:"lastHandledAbortAt,omitempty"`

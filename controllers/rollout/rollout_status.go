@@ -34,12 +34,14 @@ func toStepStatus(st *v1alpha1.RolloutStatus) step.Status {
 		LastProgressAt:          timeOf(st.LastProgressAt),
 		UpdatedReadyReplicas:    st.UpdatedReadyReplicas,
 		PauseRequested:          st.PauseRequested,
+		PromotedFull:            st.PromotedFull,
 		Handled: step.Requests{
-			Promote: st.LastHandledPromoteAt,
-			Abort:   st.LastHandledAbortAt,
-			Retry:   st.LastHandledRetryAt,
-			Pause:   st.LastHandledPauseAt,
-			Resume:  st.LastHandledResumeAt,
+			Promote:     st.LastHandledPromoteAt,
+			PromoteFull: st.LastHandledPromoteFullAt,
+			Abort:       st.LastHandledAbortAt,
+			Retry:       st.LastHandledRetryAt,
+			Pause:       st.LastHandledPauseAt,
+			Resume:      st.LastHandledResumeAt,
 		},
 	}
 	if a := currentAnalysis(st); a != nil {
@@ -64,7 +66,9 @@ func fromStepStatus(st *v1alpha1.RolloutStatus, s step.Status) {
 	st.LastProgressAt = timePtr(s.LastProgressAt)
 	st.UpdatedReadyReplicas = s.UpdatedReadyReplicas
 	st.PauseRequested = s.PauseRequested
+	st.PromotedFull = s.PromotedFull
 	st.LastHandledPromoteAt = s.Handled.Promote
+	st.LastHandledPromoteFullAt = s.Handled.PromoteFull
 	st.LastHandledAbortAt = s.Handled.Abort
 	st.LastHandledRetryAt = s.Handled.Retry
 	st.LastHandledPauseAt = s.Handled.Pause

@@ -112,7 +112,8 @@ func TestStepStatusRoundTrip(t *testing.T) {
 		Phase: v1alpha1.RolloutProgressing, Reason: v1alpha1.ReasonStepPaused, Message: "m",
 		CurrentStepIndex: &i, StableRevision: "r1", PreviousStableRevisions: []string{"r0", "r-1"}, CanaryRevision: "r2",
 		StepStartedAt: at, StepReadyAt: at, LastProgressAt: at, UpdatedReadyReplicas: 3, PauseRequested: true,
-		Handled: step.Requests{Promote: "p", Abort: "a", Retry: "r", Pause: "pa", Resume: "re"},
+		PromotedFull: true,
+		Handled:      step.Requests{Promote: "p", PromoteFull: "pf", Abort: "a", Retry: "r", Pause: "pa", Resume: "re"},
 	}
 	var st v1alpha1.RolloutStatus
 	fromStepStatus(&st, s)
@@ -120,7 +121,7 @@ func TestStepStatusRoundTrip(t *testing.T) {
 	want := s
 	want.StepStartedAt, want.StepReadyAt, want.LastProgressAt = at.Truncate(time.Second), at.Truncate(time.Second), at.Truncate(time.Second)
 	if !got.StepStartedAt.Equal(want.StepStartedAt) || got.Handled != want.Handled || got.Phase != want.Phase ||
-		*got.CurrentStepIndex != 1 || got.UpdatedReadyReplicas != 3 || !got.PauseRequested ||
+		*got.CurrentStepIndex != 1 || got.UpdatedReadyReplicas != 3 || !got.PauseRequested || !got.PromotedFull ||
 		!slices.Equal(got.PreviousStableRevisions, want.PreviousStableRevisions) {
 		t.Errorf("round trip = %+v, want %+v", got, want)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/stepwise-dev/stepwise/pkg/crdschema"
 )
 
-// CloneSetFile is where ReadCloneSet reads from: a file's content and how
+// ManifestFile is what ReadCloneSet and Lint read: a file's content and how
 // to name it in errors ("-" for stdin).
-type CloneSetFile struct {
+type ManifestFile struct {
 	Source string
 	Data   io.Reader
 }
@@ -29,7 +29,7 @@ type CloneSetFile struct {
 // validates it offline against the shipped CRD, so that `plan -f` refuses
 // what the API server would refuse. name selects one CloneSet when the
 // stream has several; namespace, when set (-n), must match the document's.
-func ReadCloneSet(ctx context.Context, f CloneSetFile, name, namespace string) (*stepwisev1.CloneSet, error) {
+func ReadCloneSet(ctx context.Context, f ManifestFile, name, namespace string) (*stepwisev1.CloneSet, error) {
 	docs, err := readDocuments(f)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func ReadCloneSet(ctx context.Context, f CloneSetFile, name, namespace string) (
 
 // readDocuments splits a stream into its objects; empty documents (a
 // leading "---", comments only) are skipped.
-func readDocuments(f CloneSetFile) ([]*unstructured.Unstructured, error) {
+func readDocuments(f ManifestFile) ([]*unstructured.Unstructured, error) {
 	r := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReader(f.Data), 4096)
 	var docs []*unstructured.Unstructured
 	for i := 1; ; i++ {

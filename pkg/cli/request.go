@@ -39,6 +39,13 @@ func Actions() []Action {
 	}
 }
 
+// PromoteFull is promote --full.
+func PromoteFull() Action {
+	return Action{"promote --full", stepwisev1.PromoteFullAtAnnotation, "goes to the last step at once, skipping the pauses and analyses left, the last step's included; " +
+		"the rollout completes once that step's Pods are ready. Ignored when no rollout is in progress, when Aborted (retry first), " +
+		"and while paused by a request or spec.paused"}
+}
+
 // RequestToken is the annotation value for a request made at now. Nanosecond
 // precision keeps two requests in the same second distinct (the controller
 // ignores a value equal to the last one it handled), and it is still an RFC

@@ -176,6 +176,9 @@ func (r *renderer) pause() string {
 	if ro.Status.PauseRequested {
 		parts = append(parts, "paused on request (kubectl stepwise resume "+ro.Name+")")
 	}
+	if ro.Status.PromotedFull {
+		return strings.Join(append(parts, "promoted in full: no pause or analysis is left"), "; ")
+	}
 	if i := r.currentStep(); i >= 0 {
 		if s := r.stepPause(ro.Spec.Steps[i].Pause); s != "" {
 			parts = append(parts, s)
@@ -213,6 +216,7 @@ func requestAnnotations(st *stepwisev1.RolloutStatus) []struct {
 } {
 	return []struct{ action, key, handled string }{
 		{"promote", stepwisev1.PromoteAtAnnotation, st.LastHandledPromoteAt},
+		{"promote --full", stepwisev1.PromoteFullAtAnnotation, st.LastHandledPromoteFullAt},
 		{"abort", stepwisev1.AbortAtAnnotation, st.LastHandledAbortAt},
 		{"retry", stepwisev1.RetryAtAnnotation, st.LastHandledRetryAt},
 		{"pause", stepwisev1.PauseAtAnnotation, st.LastHandledPauseAt},

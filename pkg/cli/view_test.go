@@ -112,6 +112,13 @@ func viewCases() map[string]RolloutView {
 		Message: "HTTPRoute shop/web: spec.rules written by kustomize-controller: another field manager changed what the Rollout sets (field manager \"stepwise-traffic\") while traffic is shifted",
 	}}
 	cases["traffic routing"] = RolloutView{Rollout: routed, Workload: newTestWorkload(10, 1, "90%")}
+
+	full := newTestRollout()
+	full.Status.Phase, full.Status.Reason, full.Status.CurrentStepIndex = stepwisev1.RolloutProgressing, stepwisev1.ReasonWaitingForPods, ptr.To[int32](2)
+	full.Status.PromotedFull = true
+	full.Status.LastHandledPromoteFullAt = "2026-11-29T11:59:00Z"
+	full.Annotations = map[string]string{stepwisev1.PromoteFullAtAnnotation: "2026-11-29T11:59:00Z", stepwisev1.AbortAtAnnotation: "2026-11-29T11:59:58Z"}
+	cases["promoted in full"] = RolloutView{Rollout: full, Workload: newTestWorkload(10, 4, "0")}
 	return cases
 }
 
@@ -231,6 +238,22 @@ Measurements (last 5 of 7):
   6m ago  1     error-rate  0.004  Successful
   5m ago  2     error-rate  0.005  Successful
   4m ago  2     error-rate  0.2    Failed      above 0.01
+`,
+		"promoted in full": `Rollout:   shop/web
+Workload:  CloneSet web (stepwise.dev/v1alpha1), 10 replicas, partition 0
+Phase:     Progressing (WaitingForPods)
+Canary:    web-7c9d8
+Stable:    web-5f6b4
+Gate:      waiting: 4/10 updated pods ready
+Pause:     promoted in full: no pause or analysis is left
+Request:   abort requested 2s ago, not handled yet
+
+Steps:
+     #  PARTITION  PAUSE          ANALYSIS
+  ✓  1  90%        1m             error-rate
+  ✓  2  50%        until promote  error-rate
+  ▶  3  0                         error-rate
+        [########............] 4/10 updated pods ready
 `,
 		"healthy, paused by spec, stale": `Rollout:   shop/web
 Workload:  CloneSet web (stepwise.dev/v1alpha1), 10 replicas, partition 100%

@@ -33,6 +33,7 @@ func TestRollout(t *testing.T) {
 	t.Run("RetryAfterAbortRollsOutAgain", func(t *testing.T) { testRetryAfterAbort(t, e) })
 	t.Run("NewRevisionMidRolloutRestarts", func(t *testing.T) { testNewRevisionMidRollout(t, e) })
 	t.Run("RevertToStableSkipsAnalysis", func(t *testing.T) { testRevertToStable(t, e) })
+	t.Run("UndoMidRolloutRollsBackInPlace", func(t *testing.T) { testUndoMidRollout(t, e) })
 	t.Run("ScaleMidStepKeepsPercentPartition", func(t *testing.T) { testScaleMidStep(t, e) })
 	t.Run("ManagerRestartMidAnalysisResumes", func(t *testing.T) { testManagerRestartMidAnalysis(t, e) })
 	t.Run("VersionPolicyHoldsRollout", func(t *testing.T) { testVersionPolicy(t, e) })

@@ -20,8 +20,9 @@ var (
 	allPods = intstr.FromInt32(0)
 )
 
-// Decide returns what the rollout does next. It takes at most one step, and
-// every pending request (promote, abort, retry, pause, resume) is consumed:
+// Decide returns what the rollout does next. It takes at most one step (a
+// promote-full request jumps to the last one), and every pending request
+// (promote, promote-full, abort, retry, pause, resume) is consumed:
 // applied when the state allows it, otherwise reported in a RequestIgnored
 // Event, so that a stale token never acts on a later rollout.
 func Decide(in Input) Decision {
@@ -61,9 +62,9 @@ func (d *decider) rememberStable() {
 // decider is one call's scratch space: the input, the decision being built
 // and the requests not yet used.
 type decider struct {
-	in                    Input
-	out                   Decision
-	promote, abort, retry bool
+	in                                 Input
+	out                                Decision
+	promote, promoteFull, abort, retry bool
 }
 
 func (d *decider) status() *Status { return &d.out.Status }
@@ -107,13 +108,14 @@ func (d *decider) takeRequests() {
 	r, h := d.in.Requests, d.in.Status.Handled
 	pending := func(v, handled string) bool { return v != "" && v != handled }
 	d.promote = pending(r.Promote, h.Promote)
+	d.promoteFull = pending(r.PromoteFull, h.PromoteFull)
 	d.abort = pending(r.Abort, h.Abort)
 	d.retry = pending(r.Retry, h.Retry)
 	pause, resume := pending(r.Pause, h.Pause), pending(r.Resume, h.Resume)
 
 	handled := &d.status().Handled
 	for _, f := range []struct{ v, h *string }{
-		{&r.Promote, &handled.Promote}, {&r.Abort, &handled.Abort}, {&r.Retry, &handled.Retry},
+		{&r.Promote, &handled.Promote}, {&r.PromoteFull, &handled.PromoteFull}, {&r.Abort, &handled.Abort}, {&r.Retry, &handled.Retry},
 		{&r.Pause, &handled.Pause}, {&r.Resume, &handled.Resume},
 	} {
 		if *f.v != "" {
@@ -158,7 +160,7 @@ func (d *decider) reportIgnored() {
 		pending bool
 		name    string
 		token   string
-	}{{d.promote, "promote", r.Promote}, {d.abort, "abort", r.Abort}, {d.retry, "retry", r.Retry}} {
+	}{{d.promote, "promote", r.Promote}, {d.promoteFull, "promote-full", r.PromoteFull}, {d.abort, "abort", r.Abort}, {d.retry, "retry", r.Retry}} {
 		if q.pending {
 			d.event(corev1.EventTypeWarning, v1alpha1.EventRequestIgnored, "%s request %q ignored while %s: %s", q.name, q.token, s.Phase, s.Message)
 		}

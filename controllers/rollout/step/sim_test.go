@@ -49,7 +49,9 @@ type want struct {
 	message   string // substring
 	// previous is PreviousStableRevisions joined with ",", "-" for none.
 	previous string
-	events   []string
+	// full is PromotedFull, "true" or "false".
+	full   string
+	events []string
 }
 
 type scenario struct {
@@ -166,7 +168,7 @@ func verdict(v Verdict, msg string) action {
 func request(kind, token string) action {
 	return func(s *sim) {
 		r := &s.in.Requests
-		field := map[string]*string{"promote": &r.Promote, "abort": &r.Abort, "retry": &r.Retry, "pause": &r.Pause, "resume": &r.Resume}[kind]
+		field := map[string]*string{"promote": &r.Promote, "promote-full": &r.PromoteFull, "abort": &r.Abort, "retry": &r.Retry, "pause": &r.Pause, "resume": &r.Resume}[kind]
 		*field = token
 	}
 }
@@ -231,6 +233,7 @@ func (w want) check(t *testing.T, i int, d Decision) {
 		previous = "-"
 	}
 	eq("previous", previous, w.previous)
+	eq("full", strconv.FormatBool(s.PromotedFull), w.full)
 	action := string(d.Analysis)
 	if action == "" {
 		action = "Keep"
@@ -278,12 +281,15 @@ func checkInvariants(t *testing.T, i int, in Input, d Decision) {
 		}
 	}
 	for _, q := range [][2]string{
-		{in.Requests.Promote, s.Handled.Promote}, {in.Requests.Abort, s.Handled.Abort}, {in.Requests.Retry, s.Handled.Retry},
+		{in.Requests.Promote, s.Handled.Promote}, {in.Requests.PromoteFull, s.Handled.PromoteFull}, {in.Requests.Abort, s.Handled.Abort}, {in.Requests.Retry, s.Handled.Retry},
 		{in.Requests.Pause, s.Handled.Pause}, {in.Requests.Resume, s.Handled.Resume},
 	} {
 		if q[0] != "" && q[0] != q[1] {
 			t.Errorf("call %d: request %q not marked handled (%q)", i, q[0], q[1])
 		}
+	}
+	if s.PromotedFull && s.CurrentStepIndex == nil {
+		t.Errorf("call %d: promoted in full without a step in progress (phase %s)", i, s.Phase)
 	}
 	for _, e := range d.Events {
 		if (e.Type != corev1.EventTypeNormal && e.Type != corev1.EventTypeWarning) || e.Reason == "" || e.Message == "" {

@@ -69,6 +69,13 @@ func (d *decider) stepping() {
 		}
 	}
 
+	if d.promoteFull {
+		d.promoteFull = false
+		if d.promoteInFull(i) {
+			return
+		}
+	}
+
 	if s.StepReadyAt.IsZero() {
 		if !d.gate(st) {
 			d.waitForPods(i, false)
@@ -83,6 +90,10 @@ func (d *decider) stepping() {
 		d.event(corev1.EventTypeNormal, v1alpha1.EventStepReady, "%s reached: %d/%d Pods on revision %s ready", d.stepName(i), d.in.Workload.UpdatedReadyReplicas, d.in.Workload.Replicas, s.CanaryRevision)
 	}
 
+	if s.PromotedFull {
+		d.advance(i)
+		return
+	}
 	if st.Pause && s.AnalysisStartedAt.IsZero() && !d.pauseOver(i, st) {
 		return
 	}
@@ -162,6 +173,9 @@ func (d *decider) waitForPods(i int, fresh bool) {
 		s.Reason = v1alpha1.ReasonWaitingForPods
 		s.Message = fmt.Sprintf("%s (partition %s): %d/%d updated Pods ready", d.stepName(i), st.Partition.String(), w.UpdatedReadyReplicas, need)
 	}
+	if s.PromotedFull {
+		s.Message += "; promoted in full: no pause or analysis follows"
+	}
 	if left, over := d.deadline(); over {
 		d.abortRollout(v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf("no progress for %s: %s", d.in.ProgressDeadline, s.Message))
 	} else if left > 0 {
@@ -237,20 +251,51 @@ func (d *decider) advance(i int) {
 	s := d.status()
 	d.out.Analysis = AnalysisClear
 	if i >= len(d.in.Steps)-1 {
-		canary := s.CanaryRevision
+		canary, how := s.CanaryRevision, fmt.Sprintf("after %d steps", len(d.in.Steps))
+		if s.PromotedFull {
+			how = "promoted in full"
+		}
 		s.StableRevision = canary
 		d.idle()
-		d.event(corev1.EventTypeNormal, v1alpha1.EventRolloutCompleted, "revision %s is stable after %d steps", canary, len(d.in.Steps))
+		d.event(corev1.EventTypeNormal, v1alpha1.EventRolloutCompleted, "revision %s is stable %s", canary, how)
 		return
 	}
-	next := int32(i + 1)
+	d.enter(i + 1)
+}
+
+// enter starts step next: its partition, and the gate to wait for.
+func (d *decider) enter(next int) {
+	s := d.status()
+	d.out.Analysis = AnalysisClear
+	idx := int32(next)
 	st := d.in.Steps[next]
-	s.CurrentStepIndex = &next
+	s.CurrentStepIndex = &idx
 	s.StepStartedAt = d.in.Now
 	s.StepReadyAt, s.AnalysisStartedAt = time.Time{}, time.Time{}
 	s.LastProgressAt = d.in.Now
 	d.out.Partition = st.Partition
-	d.event(corev1.EventTypeNormal, v1alpha1.EventStepAdvanced, "%s: partition %s", d.stepName(int(next)), st.Partition.String())
-	d.waitForPods(int(next), true)
+	d.event(corev1.EventTypeNormal, v1alpha1.EventStepAdvanced, "%s: partition %s", d.stepName(next), st.Partition.String())
+	d.waitForPods(next, true)
 	d.requeue(settle)
+}
+
+// promoteInFull applies a promote-full request at step i: every pause and
+// analysis left is skipped, the last step's included, and the rollout goes
+// to the last step at once, where it still waits for its Pods (and its
+// traffic) before it completes. It reports whether it moved to the last
+// step, which is then this call's step. A plain promote sent with it is
+// part of it.
+func (d *decider) promoteInFull(i int) bool {
+	s, last := d.status(), len(d.in.Steps)-1
+	d.promote = false
+	s.PromotedFull = true
+	if i == last {
+		d.event(corev1.EventTypeNormal, v1alpha1.EventPromoted, "%s: promoted in full by request %q: its pause and analysis are skipped, and the rollout completes once its Pods are ready",
+			d.stepName(i), d.in.Requests.PromoteFull)
+		return false
+	}
+	d.event(corev1.EventTypeNormal, v1alpha1.EventPromoted, "%s: promoted in full by request %q: on to %s, skipping every pause and analysis left; the rollout completes once its Pods are ready",
+		d.stepName(i), d.in.Requests.PromoteFull, d.stepName(last))
+	d.enter(last)
+	return true
 }

@@ -42,10 +42,11 @@ func ResolveSteps(spec *v1alpha1.RolloutSpec, replicas int32) ([]Step, error) {
 // RequestsFromAnnotations reads the request tokens off a Rollout.
 func RequestsFromAnnotations(annotations map[string]string) Requests {
 	return Requests{
-		Promote: annotations[v1alpha1.PromoteAtAnnotation],
-		Abort:   annotations[v1alpha1.AbortAtAnnotation],
-		Retry:   annotations[v1alpha1.RetryAtAnnotation],
-		Pause:   annotations[v1alpha1.PauseAtAnnotation],
-		Resume:  annotations[v1alpha1.ResumeAtAnnotation],
+		Promote:     annotations[v1alpha1.PromoteAtAnnotation],
+		PromoteFull: annotations[v1alpha1.PromoteFullAtAnnotation],
+		Abort:       annotations[v1alpha1.AbortAtAnnotation],
+		Retry:       annotations[v1alpha1.RetryAtAnnotation],
+		Pause:       annotations[v1alpha1.PauseAtAnnotation],
+		Resume:      annotations[v1alpha1.ResumeAtAnnotation],
 	}
 }

@@ -60,10 +60,11 @@ func (d *decider) idle() {
 	d.out.Partition = armed
 }
 
-// clearRollout forgets the step in progress.
+// clearRollout forgets the step in progress, and a full promotion with it.
 func (d *decider) clearRollout() {
 	s := d.status()
 	s.CurrentStepIndex = nil
+	s.PromotedFull = false
 	s.StepStartedAt, s.StepReadyAt, s.AnalysisStartedAt = time.Time{}, time.Time{}, time.Time{}
 }
 

@@ -65,14 +65,15 @@ type Step struct {
 	Inconclusive v1alpha1.InconclusivePolicy
 }
 
-// Requests holds the five manual-request tokens: on the object, the
-// annotation values; in Status.Handled, the last values handled.
+// Requests holds the manual-request tokens: on the object, the annotation
+// values; in Status.Handled, the last values handled.
 type Requests struct {
-	Promote string
-	Abort   string
-	Retry   string
-	Pause   string
-	Resume  string
+	Promote     string
+	PromoteFull string
+	Abort       string
+	Retry       string
+	Pause       string
+	Resume      string
 }
 
 // Status is the part of RolloutStatus the decision reads and writes. A zero
@@ -113,6 +114,9 @@ type Status struct {
 	UpdatedReadyReplicas int32
 	// PauseRequested is true from a pause request to a resume request.
 	PauseRequested bool
+	// PromotedFull is true from a promote-full request until the rollout
+	// it promoted ends: each step then passes on its workload gate alone.
+	PromotedFull bool
 	// Handled holds the request tokens already handled (status.lastHandled*At).
 	Handled Requests
 }

@@ -33,6 +33,9 @@ type suite struct {
 	kubeconfig string
 	client     client.Client
 	dynamic    dynamic.Interface
+	// testEnv adds users with fewer rights than the tester's.
+	testEnv *envtest.Environment
+	dir     string
 }
 
 // env is written by TestMain only, before any test runs.
@@ -73,6 +76,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	env.testEnv, env.dir = testEnv, dir
 	env.kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(env.kubeconfig, kubeconfig, 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -140,6 +144,37 @@ func start(ctx context.Context, ns string, opts commands.Options, args ...string
 		r.done <- result{code: code, stdout: r.stdout.String(), stderr: r.stderr.String()}
 	}()
 	return r
+}
+
+// runExact runs a command line as given, to its end: no kubeconfig or
+// namespace is added, so that the line can end with a word to complete.
+func runExact(t *testing.T, opts commands.Options, args ...string) result {
+	t.Helper()
+	r := &running{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan result, 1)}
+	go func() {
+		code := commands.Execute(t.Context(), genericiooptions.IOStreams{In: strings.NewReader(""), Out: r.stdout, ErrOut: r.stderr}, args, opts)
+		r.done <- result{code: code, stdout: r.stdout.String(), stderr: r.stderr.String()}
+	}()
+	return r.wait(t, time.Minute)
+}
+
+// userKubeconfig writes a kubeconfig for a user without any group, whose
+// rights are the RBAC the test grants it.
+func userKubeconfig(t *testing.T, name string) string {
+	t.Helper()
+	user, err := env.testEnv.AddUser(envtest.User{Name: name}, nil)
+	if err != nil {
+		t.Fatalf("adding user %s: %v", name, err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(env.dir, name+".kubeconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // run runs a command line to its end.

@@ -5,13 +5,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/pkg/cli"
 )
 
 // newActionCommand builds promote, abort, retry, pause or resume: each
 // writes its annotation with a fresh timestamp.
 func newActionCommand(e *env, a cli.Action) *cobra.Command {
-	var output string
+	var (
+		output string
+		full   bool
+	)
 	cmd := &cobra.Command{
 		Use:   a.Name + " NAME",
 		Short: fmt.Sprintf("Ask the controller to %s a rollout", a.Name),
@@ -20,11 +24,16 @@ func newActionCommand(e *env, a cli.Action) *cobra.Command {
 			"The controller acts once per new value and records the value handled in\n"+
 			"the Rollout's status, so there is nothing to clean up afterwards.",
 			a.Name, a.Effect, a.Annotation),
-		Example: fmt.Sprintf("  kubectl stepwise %s web -n shop", a.Name),
-		Args:    oneName("rollout"),
+		Example:           fmt.Sprintf("  kubectl stepwise %s web -n shop", a.Name),
+		Args:              oneName("rollout"),
+		ValidArgsFunction: e.completeRollouts,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output, true); err != nil {
 				return err
+			}
+			a := a
+			if full {
+				a = cli.PromoteFull()
 			}
 			ns, err := e.namespace()
 			if err != nil {
@@ -52,5 +61,10 @@ func newActionCommand(e *env, a cli.Action) *cobra.Command {
 		},
 	}
 	addOutputFlag(cmd, &output, "")
+	if a.Annotation == stepwisev1.PromoteAtAnnotation {
+		p := cli.PromoteFull()
+		cmd.Flags().BoolVar(&full, "full", false, fmt.Sprintf("Promote in full: writes %s instead; the controller %s.", p.Annotation, p.Effect))
+		cmd.Example += "\n  kubectl stepwise promote web --full"
+	}
 	return cmd
 }

@@ -52,6 +52,17 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"abort", "a", "b"}, "error: one rollout NAME is expected, got a b"},
 		{[]string{"resume", "web", "-o", "name"}, `error: -o: "name" is not supported`},
 		{[]string{"promote", "web", "--bogus"}, "error: unknown flag: --bogus"},
+		{[]string{"list", "web"}, "error: kubectl stepwise list takes no arguments, got web"},
+		{[]string{"set"}, "error: a subcommand is required: set image"},
+		{[]string{"set", "image"}, "error: a CloneSet is required: set image cloneset/NAME CONTAINER=IMAGE"},
+		{[]string{"set", "image", "deployment/web", "app=web:2"}, `error: resource type "deployment" is not supported: only cloneset is`},
+		{[]string{"set", "image", "cloneset", "app=web:2"}, "error: cloneset NAME is required"},
+		{[]string{"set", "image", "cloneset/web"}, "error: at least one CONTAINER=IMAGE is required"},
+		{[]string{"set", "image", "clone", "web", "app"}, `error: "app" is not CONTAINER=IMAGE`},
+		{[]string{"undo"}, "error: rollout NAME is required"},
+		{[]string{"undo", "a", "b"}, "error: one rollout NAME is expected, got a b"},
+		{[]string{"lint"}, "error: -f is required: the files to check"},
+		{[]string{"version", "extra"}, "error: kubectl stepwise version takes no arguments, got extra"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -62,7 +73,7 @@ func TestUsageErrors(t *testing.T) {
 			if !strings.HasPrefix(stderr, c.want) {
 				t.Errorf("stderr:\n%s\nwant it to start with:\n%s", stderr, c.want)
 			}
-			if !strings.Contains(stderr, "See 'kubectl stepwise "+c.args[0]+" --help' for usage.") {
+			if !strings.Contains(stderr, "See 'kubectl stepwise "+c.args[0]) || !strings.Contains(stderr, " --help' for usage.") {
 				t.Errorf("stderr has no pointer to the command's help:\n%s", stderr)
 			}
 			if stdout != "" {
@@ -77,7 +88,8 @@ func TestHelp(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit code %d", code)
 	}
-	for _, want := range []string{"kubectl stepwise [command]", "get ", "promote", "abort", "retry", "pause", "resume", "status", "plan", "--namespace", "--context", "--kubeconfig"} {
+	for _, want := range []string{"kubectl stepwise [command]", "get ", "list", "promote", "abort", "retry", "pause", "resume", "status", "plan",
+		"lint", "set ", "undo", "version", "completion", "--namespace", "--context", "--kubeconfig"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("help lacks %q:\n%s", want, stdout)
 		}

@@ -24,7 +24,8 @@ func newGetCommand(e *env) *cobra.Command {
 		Example: "  kubectl stepwise get rollout web -n shop\n" +
 			"  kubectl stepwise get rollout/web --watch\n" +
 			"  kubectl stepwise get rollout web -o yaml",
-		Args: cobra.ArbitraryArgs,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: e.completeGet,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, err := rolloutName(args)
 			if err != nil {

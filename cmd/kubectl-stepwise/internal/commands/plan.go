@@ -166,7 +166,7 @@ func (e *env) planCloneSet(ctx context.Context, filename string, args []string) 
 		}
 		return cli.GetCloneSet(ctx, dyn, ns, args[0])
 	}
-	src := cli.CloneSetFile{Source: filename, Data: e.streams.In}
+	src := cli.ManifestFile{Source: filename, Data: e.streams.In}
 	if filename != "-" {
 		file, err := os.Open(filename)
 		if err != nil {

@@ -34,6 +34,10 @@ type Options struct {
 	Now func() time.Time
 	// Getenv reads NO_COLOR and TERM.
 	Getenv func(string) string
+	// Version is the plugin's release as the build linked it into main
+	// (-ldflags "-X main.version=v0.2.0"); empty, the version go install
+	// recorded in the binary is used.
+	Version string
 }
 
 // Execute runs the command line args and returns the exit code. Errors are
@@ -91,6 +95,7 @@ type env struct {
 	config  *genericclioptions.ConfigFlags
 	now     func() time.Time
 	getenv  func(string) string
+	version string
 }
 
 // NewRootCommand builds the command tree; each call builds a new one.
@@ -100,6 +105,7 @@ func NewRootCommand(streams genericiooptions.IOStreams, opts Options) *cobra.Com
 		config:  genericclioptions.NewConfigFlags(true),
 		now:     opts.Now,
 		getenv:  opts.Getenv,
+		version: opts.Version,
 	}
 	if e.now == nil {
 		e.now = time.Now
@@ -110,8 +116,9 @@ func NewRootCommand(streams genericiooptions.IOStreams, opts Options) *cobra.Com
 	root := &cobra.Command{
 		Use:   "kubectl-stepwise",
 		Short: "Watch and steer Stepwise rollouts",
-		Long: "Watch and steer Stepwise rollouts: show one, ask the controller to promote,\n" +
-			"abort, retry, pause or resume it, wait for it in CI, and plan a new one.",
+		Long: "Watch and steer Stepwise rollouts: list them, show one, ask the controller to\n" +
+			"promote, abort, retry, pause or resume it, wait for it in CI, undo it, change\n" +
+			"a CloneSet's image, and plan a new rollout or lint one offline.",
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl stepwise"},
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -122,8 +129,8 @@ func NewRootCommand(streams genericiooptions.IOStreams, opts Options) *cobra.Com
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	e.config.AddFlags(root.PersistentFlags())
 
-	root.AddCommand(newGetCommand(e), newStatusCommand(e), newPlanCommand(e))
-	root.AddCommand(newDashboardCommand(e))
+	root.AddCommand(newGetCommand(e), newListCommand(e), newStatusCommand(e), newPlanCommand(e), newLintCommand(e))
+	root.AddCommand(newSetCommand(e), newUndoCommand(e), newDashboardCommand(e), newVersionCommand(e))
 	for _, a := range cli.Actions() {
 		root.AddCommand(newActionCommand(e, a))
 	}
@@ -194,4 +201,12 @@ func oneName(what string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// noArgs refuses arguments as a usage error, with the pointer to --help.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, got %s", cmd.CommandPath(), strings.Join(args, " "))
+	}
+	return nil
 }

@@ -21,8 +21,9 @@ func newStatusCommand(e *env) *cobra.Command {
 			"After --timeout, exit 2. Other errors exit 1 too. A line is printed whenever\n" +
 			"the phase, the step or the reason changes. The rollout and its workload are\n" +
 			"watched, not polled.",
-		Example: "  kubectl apply -f cloneset.yaml && kubectl stepwise status web -n shop --timeout 30m",
-		Args:    oneName("rollout"),
+		Example:           "  kubectl apply -f cloneset.yaml && kubectl stepwise status web -n shop --timeout 30m",
+		Args:              oneName("rollout"),
+		ValidArgsFunction: e.completeRollouts,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout < 0 {
 				return usagef("--timeout: %s is negative: give a duration such as 10m, or 0 to wait without limit", timeout)
