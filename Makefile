@@ -50,8 +50,8 @@ image-push: ## Build the manager image for PLATFORMS and push it to IMAGE (crede
 	go run ./hack/image $(IMAGE_ARGS) --platforms $(PLATFORMS) --push $(IMAGE)
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
-	$(CONTROLLER_GEN) object paths=./api/...
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code (with the licence header of hack/boilerplate.go.txt).
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/ and charts/stepwise.
