@@ -108,16 +108,39 @@ func TestManagerImage(t *testing.T) {
 
 	// The same image read back from each output.
 	dir := t.TempDir()
-	if _, err := WriteOCILayout(filepath.Join(dir, "oci"), first); err != nil {
+	built, err := Index(first)
+	if err != nil {
 		t.Fatal(err)
+	}
+	idxDigest, err := built.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "registry.example/stepwise:dev"
+	if d, err := WriteOCILayout(filepath.Join(dir, "oci"), built, ref); err != nil || d != idxDigest {
+		t.Fatalf("WriteOCILayout: %s, %v; want the index %s", d, err, idxDigest)
 	}
 	p, err := layout.FromPath(filepath.Join(dir, "oci"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, err := p.ImageIndex()
+	top, err := p.ImageIndex()
 	if err != nil {
 		t.Fatal(err)
+	}
+	tm, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.Manifests) != 1 || tm.Manifests[0].Digest != idxDigest || tm.Manifests[0].Annotations[AnnotationImageName] != ref {
+		t.Errorf("index.json %+v, want the index %s named %s", tm.Manifests, idxDigest, ref)
+	}
+	idx, names, err := ReadOCILayout(filepath.Join(dir, "oci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0] != ref {
+		t.Errorf("the layout names the image %q, want %s", names, ref)
 	}
 	m, err := idx.IndexManifest()
 	if err != nil {
