@@ -39,15 +39,42 @@ build: generate ## Build the manager and the kubectl plugin into bin/.
 IMAGE     ?= ghcr.io/stepwise-dev/stepwise:dev
 PLATFORMS ?= linux/amd64,linux/arm64
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
-IMAGE_ARGS = --version "$(VERSION)" --revision "$(shell git rev-parse HEAD 2>/dev/null)"
+IMAGE_ARGS = --version "$(VERSION)" --revision "$(shell git rev-parse HEAD 2>/dev/null)" --ca-certs "$(CA_CERTS)"
+# The CA bundle (PEM) the image ships: the certificates the manager trusts
+# for HTTPS to Prometheus and webhooks. Debian's ca-certificates package
+# installs the default; elsewhere, e.g. CA_CERTS=/etc/pki/tls/certs/ca-bundle.crt
+# (Fedora) or /etc/ssl/cert.pem (macOS, Alpine).
+CA_CERTS  ?= /etc/ssl/certs/ca-certificates.crt
+check-ca-certs = @test -f "$(CA_CERTS)" || { echo "CA_CERTS=$(CA_CERTS): no such file. The image ships this CA bundle; install it (apt-get install ca-certificates) or name another PEM bundle: make $@ CA_CERTS=/path/to/ca-bundle.crt" >&2; exit 1; }
 
 .PHONY: image
-image: ## Build the manager image for this machine's platform: dist/image (OCI layout) and dist/stepwise.tar (tagged IMAGE).
+image: ## Build the manager image for this machine's platform: dist/image (OCI layout) and dist/stepwise.tar (tagged IMAGE). CA_CERTS: the CA bundle it ships.
+	$(check-ca-certs)
 	go run ./hack/image $(IMAGE_ARGS) --oci-layout dist/image --tarball dist/stepwise.tar --tag $(IMAGE)
 
 .PHONY: image-push
 image-push: ## Build the manager image for PLATFORMS and push it to IMAGE (credentials of ~/.docker/config.json).
+	$(check-ca-certs)
 	go run ./hack/image $(IMAGE_ARGS) --platforms $(PLATFORMS) --push $(IMAGE)
+
+# A release (internal/release): make release [VERSION=v0.2.0]. The version
+# must be what the tree installs (charts/stepwise's appVersion, config/manager's
+# tag), which is also the default; every time written is the commit's
+# (SOURCE_DATE_EPOCH), so the same commit gives the same bytes.
+DIST       ?= dist
+IMAGE_REPO ?= ghcr.io/stepwise-dev/stepwise
+RELEASE_ARGS = --out "$(DIST)" --repository "$(IMAGE_REPO)" --ca-certs "$(CA_CERTS)" \
+               $(if $(filter command line,$(origin VERSION)),--version "$(VERSION)")
+
+.PHONY: release
+release: ## Build a release into DIST (replaced): the image index for linux/amd64+arm64 (OCI layout and tarball), install.yaml and the chart pinned to its digest, the plugin archives, krew manifest, SBOMs, checksums.txt.
+	$(check-ca-certs)
+	rm -rf "$(DIST)"
+	go run ./hack/release $(RELEASE_ARGS)
+
+.PHONY: release-push
+release-push: ## Push the image index of DIST (make release) to the REPO:VERSION it names, its digest unchanged (credentials of ~/.docker/config.json).
+	go run ./hack/release --out "$(DIST)" --push
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code (with the licence header of hack/boilerplate.go.txt).
