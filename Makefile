@@ -116,10 +116,10 @@ INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apite
                     $(wildcard ./test/traffic) $(wildcard ./test/promrunner)
 NODE_PKGS        := ./test/realnode
 E2E_PKGS         := ./test/e2e/... $(wildcard ./test/demo)
-UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
+UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|release)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
 
 .PHONY: test
-test: test-assets vet verify-generated test-unit test-integration test-e2e test-node bench-smoke ## Everything CI runs.
+test: test-assets vet verify-generated test-unit test-release test-integration test-e2e test-node bench-smoke ## Everything CI runs.
 
 .PHONY: vet
 vet:
@@ -131,6 +131,10 @@ test-unit: ## Pure functions only: no API server, seconds (Prometheus-backed ana
 	go test -count=1 $(UNIT_PKGS)
 	@# The API is a module of its own (importers pull only its dependencies).
 	cd api && go test -count=1 ./...
+
+.PHONY: test-release
+test-release: release ## make release, then test/release checks DIST (digests, checksums, krew, SBOMs, archive times) and builds it again to compare every file's SHA-256.
+	STEPWISE_DIST="$(DIST)" go test -count=1 ./test/release -timeout 40m -v 2>&1 | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: test-integration
 test-integration: test-assets ## Controllers against a real kube-apiserver + etcd (envtest).
@@ -151,10 +155,11 @@ test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC,
 	go test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
 
 .PHONY: test-node
-test-node: test-assets node-assets ## Stepwise installed from config/default on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
+test-node: test-assets node-assets release ## Stepwise installed from the release in DIST (its image tarball, install.yaml, the chart) on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
+	@# test/realnode reads DIST (make release above) through STEPWISE_DIST.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-node.XXXXXX)"; log="$$dir/node.log"; \
 	echo "full real-node log: $$log"; trap 'echo "full real-node log: $$log"' EXIT; \
-	go test -count=1 -p 1 $(NODE_PKGS) -timeout 20m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_DIST="$(DIST)" go test -count=1 -p 1 $(NODE_PKGS) -timeout 20m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: demo
 demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 promoted step by step, v3-bad aborted and rolled back in place.
