@@ -204,3 +204,19 @@ func filesOf(t *testing.T, img v1.Image) map[string]entry {
 	}
 	return out
 }
+
+// TestMissingCABundleSaysWhereItComesFrom: without the CA bundle the
+// build stops before compiling, naming the file, the Makefile's CA_CERTS
+// and Debian's package.
+func TestMissingCABundleSaysWhereItComesFrom(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "ca-certificates.crt")
+	_, err := Build(t.Context(), Options{Dir: filepath.Join("..", ".."), Package: "./cmd/manager", CACerts: missing})
+	if err == nil {
+		t.Fatal("built an image without its CA bundle")
+	}
+	for _, want := range []string{missing, "CA_CERTS", "ca-certificates"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
