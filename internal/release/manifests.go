@@ -180,7 +180,7 @@ func pinValues(data []byte, repo, digest string) ([]byte, error) {
 		what  string
 	}{{valuesRepository, repo, "image.repository"}, {valuesDigest, fmt.Sprintf("%q", digest), "image.digest"}} {
 		if n := len(r.re.FindAllIndex(data, -1)); n != 1 {
-			return nil, fmt.Errorf("found %s %d times, want once under image:", r.what, n)
+			return nil, fmt.Errorf("found %s %d times under the image block, want once", r.what, n)
 		}
 		data = r.re.ReplaceAll(data, []byte("${1}"+r.value))
 	}
