@@ -39,19 +39,46 @@ build: generate ## Build the manager and the kubectl plugin into bin/.
 IMAGE     ?= ghcr.io/stepwise-dev/stepwise:dev
 PLATFORMS ?= linux/amd64,linux/arm64
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
-IMAGE_ARGS = --version "$(VERSION)" --revision "$(shell git rev-parse HEAD 2>/dev/null)"
+IMAGE_ARGS = --version "$(VERSION)" --revision "$(shell git rev-parse HEAD 2>/dev/null)" --ca-certs "$(CA_CERTS)"
+# The CA bundle (PEM) the image ships: the certificates the manager trusts
+# for HTTPS to Prometheus and webhooks. Debian's ca-certificates package
+# installs the default; elsewhere, e.g. CA_CERTS=/etc/pki/tls/certs/ca-bundle.crt
+# (Fedora) or /etc/ssl/cert.pem (macOS, Alpine).
+CA_CERTS  ?= /etc/ssl/certs/ca-certificates.crt
+check-ca-certs = @test -f "$(CA_CERTS)" || { echo "CA_CERTS=$(CA_CERTS): no such file. The image ships this CA bundle; install it (apt-get install ca-certificates) or name another PEM bundle: make $@ CA_CERTS=/path/to/ca-bundle.crt" >&2; exit 1; }
 
 .PHONY: image
-image: ## Build the manager image for this machine's platform: dist/image (OCI layout) and dist/stepwise.tar (tagged IMAGE).
+image: ## Build the manager image for this machine's platform: dist/image (OCI layout) and dist/stepwise.tar (tagged IMAGE). CA_CERTS: the CA bundle it ships.
+	$(check-ca-certs)
 	go run ./hack/image $(IMAGE_ARGS) --oci-layout dist/image --tarball dist/stepwise.tar --tag $(IMAGE)
 
 .PHONY: image-push
 image-push: ## Build the manager image for PLATFORMS and push it to IMAGE (credentials of ~/.docker/config.json).
+	$(check-ca-certs)
 	go run ./hack/image $(IMAGE_ARGS) --platforms $(PLATFORMS) --push $(IMAGE)
 
+# A release (internal/release): make release [VERSION=v0.2.0]. The version
+# must be what the tree installs (charts/stepwise's appVersion, config/manager's
+# tag), which is also the default; every time written is the commit's
+# (SOURCE_DATE_EPOCH), so the same commit gives the same bytes.
+DIST       ?= dist
+IMAGE_REPO ?= ghcr.io/stepwise-dev/stepwise
+RELEASE_ARGS = --out "$(DIST)" --repository "$(IMAGE_REPO)" --ca-certs "$(CA_CERTS)" \
+               $(if $(filter command line,$(origin VERSION)),--version "$(VERSION)")
+
+.PHONY: release
+release: ## Build a release into DIST (replaced): the image index for linux/amd64+arm64 (OCI layout and tarball), install.yaml and the chart pinned to its digest, the plugin archives, krew manifest, SBOMs, checksums.txt.
+	$(check-ca-certs)
+	rm -rf "$(DIST)"
+	go run ./hack/release $(RELEASE_ARGS)
+
+.PHONY: release-push
+release-push: ## Push the image index of DIST (make release) to the REPO:VERSION it names, its digest unchanged (credentials of ~/.docker/config.json).
+	go run ./hack/release --out "$(DIST)" --push
+
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
-	$(CONTROLLER_GEN) object paths=./api/...
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code (with the licence header of hack/boilerplate.go.txt).
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/ and charts/stepwise.
@@ -89,10 +116,10 @@ INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apite
                     $(wildcard ./test/traffic) $(wildcard ./test/promrunner)
 NODE_PKGS        := ./test/realnode
 E2E_PKGS         := ./test/e2e/... $(wildcard ./test/demo)
-UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|goinstall)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
+UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|goinstall|release)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
 
 .PHONY: test
-test: test-assets vet verify-generated test-unit test-install test-integration test-e2e test-node bench-smoke ## Everything CI runs.
+test: test-assets vet verify-generated test-unit test-install test-release test-integration test-e2e test-node bench-smoke ## Everything CI runs.
 
 .PHONY: vet
 vet:
@@ -105,6 +132,10 @@ test-unit: ## Pure functions only: no API server, seconds (Prometheus-backed ana
 .PHONY: test-install
 test-install: ## go install of the plugin from a module proxy built from this checkout (network for uncached dependencies; about 3 minutes cold, 30 s warm).
 	go test -count=1 -v ./test/goinstall -timeout 15m
+
+.PHONY: test-release
+test-release: release ## make release, then test/release checks DIST (digests, checksums, krew, SBOMs, archive times) and builds it again to compare every file's SHA-256.
+	STEPWISE_DIST="$(DIST)" go test -count=1 ./test/release -timeout 40m -v 2>&1 | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: test-integration
 test-integration: test-assets ## Controllers against a real kube-apiserver + etcd (envtest).
@@ -125,10 +156,11 @@ test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC,
 	go test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
 
 .PHONY: test-node
-test-node: test-assets node-assets ## Stepwise installed from config/default on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
+test-node: test-assets node-assets release ## Stepwise installed from the release in DIST (its image tarball, install.yaml, the chart) on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
+	@# test/realnode reads DIST (make release above) through STEPWISE_DIST.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-node.XXXXXX)"; log="$$dir/node.log"; \
 	echo "full real-node log: $$log"; trap 'echo "full real-node log: $$log"' EXIT; \
-	go test -count=1 -p 1 $(NODE_PKGS) -timeout 20m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_DIST="$(DIST)" go test -count=1 -p 1 $(NODE_PKGS) -timeout 20m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: demo
 demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 promoted step by step, v3-bad aborted and rolled back in place.

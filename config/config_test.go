@@ -46,7 +46,7 @@ const (
 	metricsService = "stepwise-manager-metrics"
 	metricsAuth    = "stepwise-metrics-auth"
 	metricsReader  = "stepwise-metrics-reader"
-	image          = "ghcr.io/stepwise-dev/stepwise:v0.1.0"
+	image          = "ghcr.io/stepwise-dev/stepwise:v0.2.0"
 )
 
 // object is one rendered manifest: as sent to the API server, and decoded

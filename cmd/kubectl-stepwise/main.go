@@ -11,18 +11,14 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/stepwise-dev/stepwise/cmd/kubectl-stepwise/internal/commands"
+	"github.com/stepwise-dev/stepwise/internal/version"
 )
-
-// version is the release, set by the release build with
-// -ldflags "-X main.version=v0.2.0". go install records the module version
-// in the binary itself, which the version command reads when this is empty.
-var version string
 
 func main() {
 	// Ctrl-C ends watches cleanly (exit 130) instead of killing the process
 	// mid-write.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := commands.Execute(ctx, genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, os.Args[1:], commands.Options{Version: version})
+	code := commands.Execute(ctx, genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, os.Args[1:], commands.Options{Version: version.Version})
 	stop()
 	os.Exit(code)
 }

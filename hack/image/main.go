@@ -33,10 +33,10 @@ func run() error {
 	flag.StringVar(&opts.Dir, "dir", ".", "Repository root.")
 	flag.StringVar(&opts.Package, "package", "./cmd/manager", "Main package to build.")
 	flag.StringVar(&platforms, "platforms", "", "Comma-separated platforms (linux/amd64,linux/arm64); the build machine's when empty.")
-	flag.StringVar(&opts.CACerts, "ca-certs", image.DefaultCACerts, "CA bundle to ship in the image.")
+	flag.StringVar(&opts.CACerts, "ca-certs", image.DefaultCACerts, "CA bundle (PEM) to ship in the image: the certificates the manager trusts.")
 	flag.StringVar(&ociLayout, "oci-layout", "", "Write an OCI image layout (all platforms) into this directory.")
 	flag.StringVar(&tarballPath, "tarball", "", "Write the (single-platform) image as a tarball for docker load / ctr images import.")
-	flag.StringVar(&tag, "tag", "ghcr.io/stepwise-dev/stepwise:dev", "Name and tag recorded in the tarball.")
+	flag.StringVar(&tag, "tag", "ghcr.io/stepwise-dev/stepwise:dev", "Name and tag recorded in the tarball and the OCI layout.")
 	flag.StringVar(&push, "push", "", "Push to this reference (REGISTRY/REPO:TAG), as an index when several platforms.")
 	flag.StringVar(&version, "version", "", "org.opencontainers.image.version label.")
 	flag.StringVar(&revision, "revision", "", "org.opencontainers.image.revision label (the git commit).")
@@ -93,7 +93,11 @@ func run() error {
 		fmt.Printf("built %s %s\n", cfg.Platform(), d)
 	}
 	if ociLayout != "" {
-		d, err := image.WriteOCILayout(ociLayout, images)
+		idx, err := image.Index(images)
+		if err != nil {
+			return err
+		}
+		d, err := image.WriteOCILayout(ociLayout, idx, tag)
 		if err != nil {
 			return err
 		}

@@ -4,10 +4,11 @@
 // assembled with go-containerregistry. It is the one way the image is
 // built: `make image`, the release workflow and the real-node tests call it.
 //
-// Two builds of the same commit on the same machine give the same digest:
-// every file time is the build's Created time (SOURCE_DATE_EPOCH, or the
-// Unix epoch), tar entries are written in a fixed order, and the binary is
-// built with -trimpath.
+// Two builds of the same commit with the same Go toolchain give the same
+// digest: every file time is the build's Created time (SOURCE_DATE_EPOCH,
+// or the Unix epoch), tar entries are written in a fixed order with fixed
+// owners, and the binary is built by GoBuild (-trimpath, no build id, no
+// VCS stamp, the baseline instruction set).
 package image
 
 import (
@@ -37,8 +38,9 @@ const (
 	NonRootUID = 65532
 	// Entrypoint is where the binary lives in the image.
 	Entrypoint = "/manager"
-	// DefaultCACerts is Debian's bundle of trusted CAs, what the manager
-	// uses for HTTPS to Prometheus.
+	// DefaultCACerts is Debian's bundle of trusted CAs (package
+	// ca-certificates), what the manager uses for HTTPS to Prometheus and
+	// webhooks. The Makefile's CA_CERTS names another.
 	DefaultCACerts = "/etc/ssl/certs/ca-certificates.crt"
 )
 
@@ -60,6 +62,8 @@ type Options struct {
 	Entrypoint string
 	// Env is added to the image's environment (NAME=value).
 	Env []string
+	// Ldflags are added to the linker flags, e.g. -X to stamp a version.
+	Ldflags string
 }
 
 // Build compiles the binary for each platform and assembles one image per
@@ -76,7 +80,7 @@ func Build(ctx context.Context, opts Options) ([]v1.Image, error) {
 	}
 	certs, err := os.ReadFile(opts.CACerts)
 	if err != nil {
-		return nil, fmt.Errorf("reading the CA bundle to ship: %w", err)
+		return nil, fmt.Errorf("reading the CA bundle the image ships (CA_CERTS in the Makefile, --ca-certs here; Debian's package ca-certificates installs %s): %w", DefaultCACerts, err)
 	}
 	base, err := layer(baseFiles(certs), opts.Created)
 	if err != nil {
@@ -91,7 +95,7 @@ func Build(ctx context.Context, opts Options) ([]v1.Image, error) {
 	var images []v1.Image
 	for _, p := range opts.Platforms {
 		bin := filepath.Join(tmp, p.OS+"-"+p.Architecture+p.Variant)
-		if err := goBuild(ctx, opts.Dir, opts.Package, p, bin); err != nil {
+		if err := GoBuild(ctx, opts.Dir, opts.Package, p, opts.Ldflags, bin); err != nil {
 			return nil, err
 		}
 		data, err := os.ReadFile(bin)
@@ -111,12 +115,16 @@ func Build(ctx context.Context, opts Options) ([]v1.Image, error) {
 	return images, nil
 }
 
-// goBuild builds a static binary as the release does: no cgo, no local
-// paths, no symbol table.
-func goBuild(ctx context.Context, dir, pkg string, p v1.Platform, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+// GoBuild builds a static binary for p as the release does: no cgo, no
+// local paths (-trimpath), no symbol table, no build id and no VCS stamp,
+// for the baseline instruction set of p's architecture whatever GOAMD64 or
+// GOARM64 the caller's environment sets. So the bytes depend only on the
+// source, ldflags and the Go toolchain.
+func GoBuild(ctx context.Context, dir, pkg string, p v1.Platform, ldflags, out string) error {
+	flags := strings.TrimSpace("-s -w -buildid= " + ldflags)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", flags, "-o", out, pkg)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOAMD64=v1", "GOARM64=v8.0")
 	if p.Architecture == "arm" && p.Variant != "" {
 		cmd.Env = append(cmd.Env, "GOARM="+strings.TrimPrefix(p.Variant, "v"))
 	}

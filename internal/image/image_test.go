@@ -108,16 +108,39 @@ func TestManagerImage(t *testing.T) {
 
 	// The same image read back from each output.
 	dir := t.TempDir()
-	if _, err := WriteOCILayout(filepath.Join(dir, "oci"), first); err != nil {
+	built, err := Index(first)
+	if err != nil {
 		t.Fatal(err)
+	}
+	idxDigest, err := built.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "registry.example/stepwise:dev"
+	if d, err := WriteOCILayout(filepath.Join(dir, "oci"), built, ref); err != nil || d != idxDigest {
+		t.Fatalf("WriteOCILayout: %s, %v; want the index %s", d, err, idxDigest)
 	}
 	p, err := layout.FromPath(filepath.Join(dir, "oci"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, err := p.ImageIndex()
+	top, err := p.ImageIndex()
 	if err != nil {
 		t.Fatal(err)
+	}
+	tm, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.Manifests) != 1 || tm.Manifests[0].Digest != idxDigest || tm.Manifests[0].Annotations[AnnotationImageName] != ref {
+		t.Errorf("index.json %+v, want the index %s named %s", tm.Manifests, idxDigest, ref)
+	}
+	idx, names, err := ReadOCILayout(filepath.Join(dir, "oci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0] != ref {
+		t.Errorf("the layout names the image %q, want %s", names, ref)
 	}
 	m, err := idx.IndexManifest()
 	if err != nil {
@@ -180,4 +203,20 @@ func filesOf(t *testing.T, img v1.Image) map[string]entry {
 		_ = rc.Close()
 	}
 	return out
+}
+
+// TestMissingCABundleSaysWhereItComesFrom: without the CA bundle the
+// build stops before compiling, naming the file, the Makefile's CA_CERTS
+// and Debian's package.
+func TestMissingCABundleSaysWhereItComesFrom(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "ca-certificates.crt")
+	_, err := Build(t.Context(), Options{Dir: filepath.Join("..", ".."), Package: "./cmd/manager", CACerts: missing})
+	if err == nil {
+		t.Fatal("built an image without its CA bundle")
+	}
+	for _, want := range []string{missing, "CA_CERTS", "ca-certificates"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
 }

@@ -32,20 +32,48 @@ func Index(images []v1.Image) (v1.ImageIndex, error) {
 	return idx, nil
 }
 
-// WriteOCILayout writes the index of images into dir, an OCI image layout
-// (the directory is replaced).
-func WriteOCILayout(dir string, images []v1.Image) (v1.Hash, error) {
-	idx, err := Index(images)
+// Annotations of an OCI image layout's index.json that name an image:
+// containerd (`ctr images import`, `kind load image-archive`) reads the
+// first, the OCI specification defines the second.
+const (
+	AnnotationImageName = "io.containerd.image.name"
+	AnnotationRefName   = "org.opencontainers.image.ref.name"
+)
+
+// WriteOCILayout writes idx into dir, an OCI image layout (the directory is
+// replaced), and returns its digest. index.json points at idx once for each
+// of refs, annotated with that name, which is what an import names the
+// image: give REPO:TAG and REPO@DIGEST so that a manifest pinned by digest
+// finds the imported image without a registry. Without refs, index.json
+// points at idx once, unnamed.
+func WriteOCILayout(dir string, idx v1.ImageIndex, refs ...string) (v1.Hash, error) {
+	d, err := idx.Digest()
 	if err != nil {
 		return v1.Hash{}, err
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return v1.Hash{}, err
 	}
-	if _, err := layout.Write(dir, idx); err != nil {
-		return v1.Hash{}, fmt.Errorf("writing the OCI layout %s: %w", dir, err)
+	p, err := layout.Write(dir, mutate.IndexMediaType(empty.Index, types.OCIImageIndex))
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("creating the OCI layout %s: %w", dir, err)
 	}
-	return idx.Digest()
+	if len(refs) == 0 {
+		refs = []string{""}
+	}
+	for _, ref := range refs {
+		var opts []layout.Option
+		if ref != "" {
+			if _, err := name.ParseReference(ref); err != nil {
+				return v1.Hash{}, fmt.Errorf("image reference %q: %w", ref, err)
+			}
+			opts = append(opts, layout.WithAnnotations(map[string]string{AnnotationImageName: ref, AnnotationRefName: ref}))
+		}
+		if err := p.AppendIndex(idx, opts...); err != nil {
+			return v1.Hash{}, fmt.Errorf("writing the OCI layout %s: %w", dir, err)
+		}
+	}
+	return d, nil
 }
 
 // WriteTarball writes one image, tagged ref, as a tarball that `docker
@@ -83,8 +111,54 @@ func Push(ctx context.Context, ref string, images []v1.Image) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if err := remote.WriteIndex(dst, idx, opts...); err != nil {
+	return PushIndex(ctx, ref, idx)
+}
+
+// PushIndex uploads idx as it is to ref, so the registry serves it under
+// the digest it has here (the one dist/install.yaml pins), with the
+// credentials Push uses.
+func PushIndex(ctx context.Context, ref string, idx v1.ImageIndex) (v1.Hash, error) {
+	dst, err := name.ParseReference(ref)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	if err := remote.WriteIndex(dst, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 		return v1.Hash{}, fmt.Errorf("pushing %s: %w", ref, err)
 	}
 	return idx.Digest()
+}
+
+// ReadOCILayout returns the image index that the OCI layout in dir holds,
+// as WriteOCILayout wrote it (every entry of index.json points at it), and
+// the names index.json gives it.
+func ReadOCILayout(dir string) (v1.ImageIndex, []string, error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the OCI layout %s: %w", dir, err)
+	}
+	top, err := p.ImageIndex()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the OCI layout %s: %w", dir, err)
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(m.Manifests) == 0 {
+		return nil, nil, fmt.Errorf("the OCI layout %s holds no image", dir)
+	}
+	var names []string
+	for _, desc := range m.Manifests {
+		if n := desc.Annotations[AnnotationImageName]; n != "" {
+			names = append(names, n)
+		}
+		if desc.Digest != m.Manifests[0].Digest {
+			return nil, nil, fmt.Errorf("the OCI layout %s holds more than one image (%s, %s)", dir, m.Manifests[0].Digest, desc.Digest)
+		}
+	}
+	if !m.Manifests[0].MediaType.IsIndex() {
+		return nil, nil, fmt.Errorf("the OCI layout %s holds a %s, not an image index", dir, m.Manifests[0].MediaType)
+	}
+	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	return idx, names, err
 }

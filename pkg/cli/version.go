@@ -35,7 +35,7 @@ type Build struct {
 }
 
 // PluginBuild says how this binary was built. linked is the version the
-// release build sets with -ldflags "-X main.version=..."; without it, the
+// release build sets with -ldflags "-X .../internal/version.Version=..."; without it, the
 // module version that go install records (v0.2.0 for
 // `go install .../cmd/kubectl-stepwise@v0.2.0`) is used.
 func PluginBuild(linked string, info *debug.BuildInfo) Build {

@@ -1,8 +1,9 @@
 // Package realnode is the real-node test bed: the repository's pinned
 // control plane (a kwokctl cluster without kwok) joined by one real kubelet
 // over a containerd of its own, with Pods on a bridge network whose IPs this
-// machine reaches. Images are built here from Go binaries (no registry, no
-// Docker) and imported into containerd.
+// machine reaches. Images are imported into containerd, never pulled: the
+// manager's from the release (`make release`, FindRelease), the pause and
+// demo-app images built here from Go binaries (no registry, no Docker).
 //
 // What the node needs from the machine is checked first (Preflight) and a
 // missing piece fails the test with its name; nothing is skipped. Everything

@@ -1,9 +1,11 @@
 package realnode
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,33 +26,40 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
-// bed is the running node with a client that knows Stepwise's types.
+// bed is the running node with a client that knows Stepwise's types, and
+// the release it installs.
 type bed struct {
 	*Node
-	client client.Client
+	client  client.Client
+	release Release
 }
 
 const managerNamespace = "stepwise-system"
 
-// startBed builds the images, starts the node and stops it when the test
-// ends, printing the node's log tails if the test failed.
+// startBed builds the images, starts the node with them and the release's
+// image imported, and stops it when the test ends, printing the node's log
+// tails if the test failed.
 func startBed(t *testing.T) *bed {
 	t.Helper()
 	root, err := kwokcluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	rel, err := FindRelease(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("installing the release in %s", rel.Dir)
 	began := time.Now()
 	images := filepath.Join(t.TempDir(), "images.tar")
 	if err := BuildImages(t.Context(), root, images); err != nil {
@@ -58,7 +67,7 @@ func startBed(t *testing.T) *bed {
 	}
 	t.Logf("images built in %s", time.Since(began).Round(time.Millisecond))
 	began = time.Now()
-	n, err := Start(context.Background(), Options{Images: []string{images}, Logf: t.Logf})
+	n, err := Start(context.Background(), Options{Images: []string{images, rel.ImageArchive}, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +87,7 @@ func startBed(t *testing.T) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bed{Node: n, client: c}
+	return &bed{Node: n, client: c, release: rel}
 }
 
 func logTail(t *testing.T, path string, lines int) {
@@ -93,29 +102,56 @@ func logTail(t *testing.T, path string, lines int) {
 	t.Logf("--- last %d lines of %s:\n%s", len(all), path, strings.Join(all, "\n"))
 }
 
-// install applies test/realnode/install (config/default with the image
-// overridden) as `kubectl apply -k` would, with server-side apply, and
-// waits for the manager Deployment to be available.
-func (b *bed) install(t *testing.T) {
+// install applies the release's install.yaml as `kubectl apply
+// --server-side -f` would, waits for the manager Deployment to be
+// available, and returns the manager's image that install.yaml names.
+func (b *bed) install(t *testing.T) string {
 	t.Helper()
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "install")
+	data, err := os.ReadFile(b.release.InstallYAML)
 	if err != nil {
-		t.Fatalf("kustomize build test/realnode/install: %v", err)
+		t.Fatal(err)
 	}
-	var objs []*unstructured.Unstructured
-	for _, r := range resMap.Resources() {
-		data, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, u)
-	}
+	objs := decodeManifests(t, data)
 	b.apply(t, objs)
 	b.waitManagerAvailable(t, managerNamespace)
+	return managerImageOf(t, objs)
+}
+
+// decodeManifests decodes a multi-document YAML stream.
+func decodeManifests(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	docs := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := docs.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding manifests: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// managerImageOf is the image of the manager Deployment among objs.
+func managerImageOf(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	for _, u := range objs {
+		if u.GetKind() != "Deployment" || u.GetName() != "stepwise-manager" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		if len(containers) != 1 {
+			t.Fatalf("the manager Deployment has %d containers", len(containers))
+		}
+		img, _, _ := unstructured.NestedString(containers[0].(map[string]any), "image")
+		return img
+	}
+	t.Fatal("no manager Deployment")
+	return ""
 }
 
 // apply applies objs in order as kubectl apply --server-side does, and

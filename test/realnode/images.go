@@ -3,6 +3,8 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -12,10 +14,9 @@ import (
 	"github.com/stepwise-dev/stepwise/internal/image"
 )
 
-// Images the bed builds. The manager's is built exactly as `make image`
-// builds it; the others use the same base (nonroot, CA bundle, /tmp).
+// Images the bed builds, on the manager image's base (nonroot, CA bundle,
+// /tmp). The manager's own image is the release's (FindRelease).
 const (
-	ManagerImage = "stepwise.local/stepwise:realnode"
 	// DemoImage is the demo app's repository; its tag is its version.
 	DemoImage = "stepwise.local/demo-app"
 )
@@ -24,9 +25,9 @@ const (
 // its requests.
 var DemoTags = []string{"v1", "v2", "v3-bad"}
 
-// BuildImages builds the pause, demo-app and manager images from the
-// repository at root and writes them, tagged, into one tarball at path for
-// `ctr images import`.
+// BuildImages builds the pause and demo-app images from the repository at
+// root and writes them, tagged, into one tarball at path for `ctr images
+// import`.
 func BuildImages(ctx context.Context, root, path string) error {
 	build := func(pkg, entrypoint string, env ...string) (v1.Image, error) {
 		imgs, err := image.Build(ctx, image.Options{
@@ -60,12 +61,48 @@ func BuildImages(ctx context.Context, root, path string) error {
 			return err
 		}
 	}
-	img, err = build("./cmd/manager", "")
-	if err := add(ManagerImage, img, err); err != nil {
-		return err
-	}
 	if err := tarball.MultiRefWriteToFile(path, refs); err != nil {
 		return fmt.Errorf("writing images to %s: %w", path, err)
 	}
 	return nil
+}
+
+// Release is a release as `make release` writes it (internal/release):
+// what the bed installs, so that what users install is what is tested.
+type Release struct {
+	Dir string
+	// ImageArchive is the manager's image index as an OCI archive, which
+	// names it REPO:VERSION and REPO@DIGEST: imported into containerd it
+	// serves install.yaml's image, pinned by digest, without a registry.
+	ImageArchive string
+	// InstallYAML is config/default rendered with that image.
+	InstallYAML string
+	// Chart is the packaged Helm chart, whose default image is the same.
+	Chart string
+}
+
+// FindRelease returns the release in $STEPWISE_DIST, else in root's dist/.
+// `make test-node` runs `make release` first and sets STEPWISE_DIST.
+func FindRelease(root string) (Release, error) {
+	dir := os.Getenv("STEPWISE_DIST")
+	if dir == "" {
+		dir = filepath.Join(root, "dist")
+	} else if !filepath.IsAbs(dir) {
+		dir = filepath.Join(root, dir)
+	}
+	r := Release{Dir: dir, ImageArchive: filepath.Join(dir, "stepwise-image.tar"), InstallYAML: filepath.Join(dir, "install.yaml")}
+	charts, err := filepath.Glob(filepath.Join(dir, "stepwise-*.tgz"))
+	if err != nil {
+		return Release{}, err
+	}
+	if len(charts) != 1 {
+		return Release{}, fmt.Errorf("%s holds %d packaged charts (stepwise-*.tgz), want one: run make release (make test-node does)", dir, len(charts))
+	}
+	r.Chart = charts[0]
+	for _, f := range []string{r.ImageArchive, r.InstallYAML} {
+		if _, err := os.Stat(f); err != nil {
+			return Release{}, fmt.Errorf("the release in %s: %w (make release writes it; make test-node runs it first)", dir, err)
+		}
+	}
+	return r, nil
 }

@@ -1,12 +1,9 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"path/filepath"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -33,7 +29,6 @@ import (
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/config/rbac"
 	"github.com/stepwise-dev/stepwise/test/harness"
-	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
 // The namespaced install: the release's own namespace, the one namespace
@@ -44,9 +39,10 @@ const (
 	teamOther   = "team-b"
 )
 
-// testNamespacedInstall installs Stepwise from the Helm chart for one
-// team, as a cluster admin would (rbac.namespaced, watchNamespaces: the
-// team's namespace, metrics off): nothing but Roles is granted. With the
+// testNamespacedInstall installs Stepwise from the release's packaged Helm
+// chart, with its default image (the one install.yaml pins), for one team,
+// as a cluster admin would (rbac.namespaced, watchNamespaces: the team's
+// namespace, metrics off): nothing but Roles is granted. With the
 // cluster-wide manager stopped, the namespaced one runs a release in its
 // namespace (a CloneSet and a Rollout whose analysis reads a bearer token
 // Secret there); a CloneSet in another namespace is left alone for all
@@ -61,11 +57,20 @@ func testNamespacedInstall(t *testing.T, b *bed) {
 	}
 	b.pauseClusterWideManager(t)
 
-	objs := renderNamespacedChart(t)
+	objs := renderNamespacedChart(t, b.release.Chart)
 	for _, u := range objs {
 		if k := u.GetKind(); k == "ClusterRole" || k == "ClusterRoleBinding" {
 			t.Fatalf("the namespaced chart renders %s %s", k, u.GetName())
 		}
+	}
+	// The chart's default image is the one install.yaml pins.
+	data, err := os.ReadFile(b.release.InstallYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := managerImageOf(t, decodeManifests(t, data))
+	if got := managerImageOf(t, objs); got != pinned {
+		t.Fatalf("the packaged chart runs the manager from %s, install.yaml from %s", got, pinned)
 	}
 	began := time.Now()
 	b.apply(t, objs)
@@ -109,23 +114,19 @@ func testNamespacedInstall(t *testing.T, b *bed) {
 	pods := b.managerPodsIn(g, teamRelease)
 	g.Expect(pods).To(gomega.HaveLen(1))
 	g.Expect(containerStatus(&pods[0], "manager").RestartCount).To(gomega.BeZero(), "the namespaced manager restarted")
+	g.Expect(containerStatus(&pods[0], "manager").ImageID).To(gomega.Equal(pinned), "the namespaced manager's imageID")
 }
 
-// renderNamespacedChart renders charts/stepwise as `helm template
-// --include-crds` does, into teamRelease, with the bed's image.
-func renderNamespacedChart(t *testing.T) []*unstructured.Unstructured {
+// renderNamespacedChart renders the release's packaged chart at path as
+// `helm template --include-crds` does, into teamRelease, with its default
+// image.
+func renderNamespacedChart(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	root, err := kwokcluster.RepoRoot()
+	chrt, err := loader.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chrt, err := loader.Load(filepath.Join(root, "charts", "stepwise"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo, tag, _ := strings.Cut(ManagerImage, ":")
 	values := map[string]any{
-		"image":           map[string]any{"repository": repo, "tag": tag},
 		"rbac":            map[string]any{"namespaced": true},
 		"watchNamespaces": []any{teamWatched},
 		"metrics":         map[string]any{"enabled": false},
@@ -147,20 +148,7 @@ func renderNamespacedChart(t *testing.T) []*unstructured.Unstructured {
 	if !ok {
 		t.Fatalf("the install returned a %T", releaser)
 	}
-	var out []*unstructured.Unstructured
-	docs := utilyaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(rel.Manifest), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := docs.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decoding the rendered chart: %v", err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
-	}
-	return out
+	return decodeManifests(t, []byte(rel.Manifest))
 }
 
 // pauseClusterWideManager scales the manager of config/default to zero,

@@ -3,6 +3,7 @@ package realnode
 import (
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestRealNode(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	b := startBed(t)
 
-	t.Run("InstallFromConfigDefault", func(t *testing.T) { testInstall(t, b) })
+	t.Run("InstallFromRelease", func(t *testing.T) { testInstall(t, b) })
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -219,8 +220,13 @@ func assertDrainedAroundPatch(t *testing.T, recs []record, pod, ip string) {
 	}
 }
 
+// testInstall installs the release's install.yaml, whose image is the
+// release's index by digest, imported from its tarball.
 func testInstall(t *testing.T, b *bed) {
-	b.install(t)
+	pinned := b.install(t)
+	if !strings.Contains(pinned, "@sha256:") {
+		t.Fatalf("install.yaml runs the manager from %s, not pinned by digest", pinned)
+	}
 	g := gomega.NewWithT(t)
 	pods := b.managerPods(g)
 	g.Expect(pods).To(gomega.HaveLen(1))
@@ -229,7 +235,10 @@ func testInstall(t *testing.T, b *bed) {
 	g.Expect(p.Spec.ServiceAccountName).To(gomega.Equal("stepwise-manager"))
 	s := containerStatus(&p, "manager")
 	g.Expect(s.Ready).To(gomega.BeTrue())
-	g.Expect(s.Image).To(gomega.Equal(ManagerImage))
+	g.Expect(p.Spec.Containers[0].Image).To(gomega.Equal(pinned))
+	// The container runs the index imported from the release's tarball,
+	// which containerd knows by the digest install.yaml pins.
+	g.Expect(s.ImageID).To(gomega.Equal(pinned), "the manager's imageID")
 	g.Expect(s.RestartCount).To(gomega.BeZero(), "the manager restarted: liveness failed or it crashed")
 	g.Expect(p.Spec.Containers[0].LivenessProbe).NotTo(gomega.BeNil())
 	g.Expect(p.Spec.Containers[0].ReadinessProbe).NotTo(gomega.BeNil())

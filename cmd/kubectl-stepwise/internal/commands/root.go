@@ -35,7 +35,7 @@ type Options struct {
 	// Getenv reads NO_COLOR and TERM.
 	Getenv func(string) string
 	// Version is the plugin's release as the build linked it into main
-	// (-ldflags "-X main.version=v0.2.0"); empty, the version go install
+	// (-ldflags "-X github.com/stepwise-dev/stepwise/internal/version.Version=v0.2.0", internal/version); empty, the version go install
 	// recorded in the binary is used.
 	Version string
 }
