@@ -33,17 +33,16 @@ var setups = map[string]func(b Block, dir string, env []string) error{
 	"local-bin": func(_ Block, _ string, env []string) error {
 		return os.MkdirAll(filepath.Join(envValue(env, "HOME"), ".local", "bin"), 0o755)
 	},
-	// The block installs Stepwise again, another way: the objects of the
-	// install before it would clash with it.
-	"delete the kustomize install above": func(_ Block, dir string, env []string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), blockTimeout)
-		defer cancel()
-		cmd := command(ctx, dir, env, "kubectl delete -k stepwise-install --wait --ignore-not-found")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%w: %s", err, out)
-		}
-		return nil
-	},
+}
+
+func runSetup(dir string, env []string, script string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), blockTimeout)
+	defer cancel()
+	cmd := command(ctx, dir, env, "set -euo pipefail\n"+script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
 }
 
 // writeSetupRE: "write PATH from the yaml block above" writes the yaml
@@ -54,6 +53,11 @@ var writeSetupRE = regexp.MustCompile(`^write (\S+) from the yaml block above$`)
 func setupFor(name string) func(b Block, dir string, env []string) error {
 	if f, ok := setups[name]; ok {
 		return f
+	}
+	// "run: COMMAND": the test runs COMMAND first, as the block's reader
+	// would have done already (the example the block acts on, applied).
+	if command, ok := strings.CutPrefix(name, "run: "); ok && strings.TrimSpace(command) != "" {
+		return func(b Block, dir string, env []string) error { return runSetup(dir, env, command) }
 	}
 	if m := writeSetupRE.FindStringSubmatch(name); m != nil {
 		return func(b Block, dir string, _ []string) error {
