@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/stepwise-dev/stepwise/test/envtestenv"
 )
 
 // gitopsCRDDir is where make gitops-assets writes the Flux and Argo CD CRDs.
@@ -140,6 +142,13 @@ func TestEveryManifestPassesTheAPIServer(t *testing.T) {
 		t.Setenv("KUBEBUILDER_ASSETS", filepath.Join("..", "bin"))
 	}
 	crdDirs := []string{filepath.Join("..", "config", "crd", "bases")}
+	// Gateway API's CRDs (the traffic routing docs' HTTPRoutes), from the
+	// module go.mod requires.
+	gateway, err := envtestenv.GatewayAPICRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdDirs = append(crdDirs, gateway...)
 	haveGitOps := true
 	if _, err := os.Stat(gitopsCRDDir); err != nil {
 		haveGitOps = false
@@ -171,7 +180,7 @@ func TestEveryManifestPassesTheAPIServer(t *testing.T) {
 		if err != nil {
 			if meta.IsNoMatchError(err) && !strings.HasSuffix(gvk.Group, "stepwise.dev") && gvk.Group != "" {
 				// A third party's kind this test bed has no CRD for
-				// (the Prometheus Operator's, Gateway API's).
+				// (the Prometheus Operator's).
 				t.Logf("%s: skipped: no CRD for %s here", what, gvk.GroupKind())
 				continue
 			}
