@@ -94,3 +94,19 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("got %q, want problems for a.md:1 (no reason) and a.md:3 (unknown setup)", got)
 	}
 }
+
+// A variable a block sets reaches the file's later blocks, as in one shell.
+func TestVariablesReachLaterBlocks(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "vars.sh")
+	if err := os.WriteFile(state, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "HOME="+dir)
+	run(t, Block{File: "x.md", Line: 1, Body: "VERSION=v0.2.0\n"}, dir, env, scriptFor(Block{Body: "VERSION=v0.2.0\n"}, state))
+	check := Block{File: "x.md", Line: 5, Body: "test \"${VERSION#v}\" = 0.2.0 > ok\n"}
+	run(t, check, dir, env, scriptFor(check, state))
+	if _, err := os.Stat(filepath.Join(dir, "ok")); err != nil {
+		t.Fatalf("the second block did not see VERSION: %v", err)
+	}
+}
