@@ -116,10 +116,10 @@ INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apite
                     $(wildcard ./test/traffic) $(wildcard ./test/promrunner)
 NODE_PKGS        := ./test/realnode
 E2E_PKGS         := ./test/e2e/... $(wildcard ./test/demo)
-UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|goinstall|release)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
+UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|goinstall|release|docs)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
 
 .PHONY: test
-test: test-assets vet verify-generated test-unit test-install test-release test-integration test-e2e test-node bench-smoke ## Everything CI runs.
+test: test-assets vet verify-generated test-unit test-install test-release test-integration test-docs test-e2e test-node bench-smoke ## Everything CI runs.
 
 .PHONY: vet
 vet:
@@ -144,6 +144,10 @@ test-integration: test-assets ## Controllers against a real kube-apiserver + etc
 	@# controller reads its Pods without copies (ownedPods), so a write into
 	@# one of them would otherwise go unseen.
 	KUBE_CACHE_MUTATION_DETECTOR=true go test -count=1 -p 1 $(INTEGRATION_PKGS) -timeout 20m
+
+.PHONY: test-docs
+test-docs: test-assets build ## Every shell block of README.md, docs/ and examples/*/README.md run in order against a kwok cluster per file (or marked not runnable, with the reason).
+	go test -count=1 ./test/docs -timeout 30m -v
 
 # Where test-e2e writes its full log: a new temporary directory per run
 # unless LOG_DIR names one (.ci/run does, for all of its run's logs).

@@ -36,3 +36,8 @@ install_tool kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 install_tool kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
 build kube-controller-manager hack/kube k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler hack/kube k8s.io/kubernetes/cmd/kube-scheduler
+# kubectl and helm for make test-docs, which runs the docs' commands as a user
+# would: kubectl at the control plane's version (hack/kube/go.mod), Helm as
+# pinned in hack/helm/go.mod.
+build kubectl hack/kube k8s.io/kubernetes/cmd/kubectl
+build helm hack/helm helm.sh/helm/v4/cmd/helm

@@ -7,6 +7,8 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	// kubectl (k8s.io/kubernetes/cmd/kubectl) for make test-docs.
+	_ "k8s.io/kubectl/pkg/cmd"
 )
 
 func main() {}
