@@ -8,12 +8,19 @@ KWOK_VERSION=${KWOK_VERSION:?set by the Makefile}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:?set by the Makefile}
 mkdir -p "$bin"
 
-build() { # name, module dir, package
-  local name=$1 dir=$2 pkg=$3
+build() { # name, module dir, package, [ldflags]
+  local name=$1 dir=$2 pkg=$3 ldflags=${4:-}
   [ -x "$bin/$name" ] && return 0
   echo "building $name ($pkg)"
-  (cd "$root/$dir" && go build -trimpath -o "$bin/$name.tmp" "$pkg") && mv "$bin/$name.tmp" "$bin/$name"
+  (cd "$root/$dir" && go build -trimpath -ldflags "$ldflags" -o "$bin/$name.tmp" "$pkg") && mv "$bin/$name.tmp" "$bin/$name"
 }
+# Kubernetes' own builds stamp the version; without it kube-apiserver reports
+# v0.0.0-master, which a chart's kubeVersion constraint (and kubectl's skew
+# check) refuses. The version is the one hack/kube/go.mod pins.
+kube_version=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$root/hack/kube/go.mod")
+kube_minor=${kube_version#v*.}; kube_minor=${kube_minor%%.*}
+kube_major=${kube_version#v}; kube_major=${kube_major%%.*}
+kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=$kube_major -X k8s.io/component-base/version.gitMinor=$kube_minor -X k8s.io/component-base/version.gitTreeState=clean"
 install_tool() { # name, package@version
   local name=$1 pkg=$2
   [ -x "$bin/$name" ] && return 0
@@ -31,13 +38,13 @@ fi
 
 install_tool controller-gen "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
 build etcd hack/etcd .
-build kube-apiserver hack/kube k8s.io/kubernetes/cmd/kube-apiserver
+build kube-apiserver hack/kube k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
 install_tool kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 install_tool kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
-build kube-controller-manager hack/kube k8s.io/kubernetes/cmd/kube-controller-manager
-build kube-scheduler hack/kube k8s.io/kubernetes/cmd/kube-scheduler
+build kube-controller-manager hack/kube k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
+build kube-scheduler hack/kube k8s.io/kubernetes/cmd/kube-scheduler "$kube_ldflags"
 # kubectl and helm for make test-docs, which runs the docs' commands as a user
 # would: kubectl at the control plane's version (hack/kube/go.mod), Helm as
 # pinned in hack/helm/go.mod.
-build kubectl hack/kube k8s.io/kubernetes/cmd/kubectl
+build kubectl hack/kube k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
 build helm hack/helm helm.sh/helm/v4/cmd/helm
