@@ -21,6 +21,10 @@ kube_version=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$root/hack/kube/go.
 kube_minor=${kube_version#v*.}; kube_minor=${kube_minor%%.*}
 kube_major=${kube_version#v}; kube_major=${kube_major%%.*}
 kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=$kube_major -X k8s.io/component-base/version.gitMinor=$kube_minor -X k8s.io/component-base/version.gitTreeState=clean"
+# A bin/ built before the stamp (or at another pin) is rebuilt, once.
+if [ -x "$bin/kube-apiserver" ] && ! "$bin/kube-apiserver" --version | grep -qx "Kubernetes $kube_version"; then
+  rm -f "$bin/kube-apiserver" "$bin/kube-controller-manager" "$bin/kube-scheduler" "$bin/kubectl"
+fi
 install_tool() { # name, package@version
   local name=$1 pkg=$2
   [ -x "$bin/$name" ] && return 0
