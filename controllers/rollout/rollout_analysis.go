@@ -188,7 +188,10 @@ func (m *measurer) Vars(ctx context.Context) (analysis.Vars, error) {
 		CanaryRevision: ro.Status.CanaryRevision,
 		CanaryPods:     analysis.PodRegex(canary),
 		StablePods:     analysis.PodRegex(stable),
-		Args:           m.args,
+		// A threshold metric measures the canary; a compared one
+		// overrides Pods per side (judge.Sides).
+		Pods: analysis.PodRegex(canary),
+		Args: m.args,
 	}
 	if tr := ro.Spec.TrafficRouting; tr != nil {
 		vars.CanaryService, vars.StableService = tr.CanaryService.Name, tr.StableService

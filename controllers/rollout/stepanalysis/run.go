@@ -252,7 +252,7 @@ const ageProbe = "1ms"
 // renderProbe renders a query to read its shape, not to run it: no Pod
 // names, and .CanaryAge as ageProbe.
 func renderProbe(query string, args map[string]string) (string, error) {
-	return analysis.Render(query, analysis.Vars{CanaryPods: "a^", StablePods: "a^", CanaryAge: ageProbe, Args: args})
+	return analysis.Render(query, analysis.Vars{CanaryPods: "a^", StablePods: "a^", Pods: "a^", CanaryAge: ageProbe, Args: args})
 }
 
 // schedule computes a metric's first measurement: readyAt plus the longer
