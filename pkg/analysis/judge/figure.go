@@ -1,0 +1,74 @@
+package judge
+
+import (
+	"fmt"
+	"html"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Figure draws one compared metric as a small SVG: the canary's and the
+// stable samples side by side as dots on one vertical scale, each side's
+// median as a bar, and a caption with the effect, the p-value and the
+// verdict. The dashboard shows it per metric and docs/images holds one
+// (TestDocsFigure), so the picture and the numbers cannot disagree.
+// The output is deterministic: same input, same bytes.
+func Figure(title string, canary, stable []float64, r Result) string {
+	const w, h = 320, 200
+	const top, bottom, left = 28, 150, 56
+	canary, stable = finite(canary), finite(stable)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range append(append([]float64{}, canary...), stable...) {
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 0, 1
+	}
+	if hi == lo {
+		lo, hi = lo-0.5*math.Abs(lo)-1e-9, hi+0.5*math.Abs(hi)+1e-9
+	}
+	pad := (hi - lo) * 0.08
+	lo, hi = lo-pad, hi+pad
+	y := func(v float64) float64 { return bottom - (v-lo)/(hi-lo)*(bottom-top) }
+
+	color := map[Verdict]string{Pass: "#1a7f37", Fail: "#cf222e", Inconclusive: "#9a6700"}[r.Verdict]
+	if color == "" {
+		color = "#57606a"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", w, h, w, h)
+	fmt.Fprintf(&b, `<title>%s</title>`+"\n", html.EscapeString(title))
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", w, h)
+	fmt.Fprintf(&b, `<text x="8" y="16" font-weight="bold">%s</text>`+"\n", html.EscapeString(title))
+	fmt.Fprintf(&b, `<text x="%d" y="16" text-anchor="end" fill="%s" font-weight="bold">%s</text>`+"\n", w-8, color, r.Verdict)
+	// Axis with the extremes and the middle labelled.
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#8c959f"/>`+"\n", left, top, left, bottom)
+	for _, v := range []float64{lo + pad, (lo + hi) / 2, hi - pad} {
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#57606a">%s</text>`+"\n", left-4, y(v)+4, short(v))
+	}
+	side := func(name string, vals []float64, cx float64, fill string, median float64) {
+		s := append([]float64(nil), vals...)
+		sort.Float64s(s)
+		for i, v := range s {
+			// Spread the dots a little sideways so equal values stay visible.
+			dx := float64(i%5-2) * 5
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s" fill-opacity="0.6"/>`+"\n", cx+dx, y(v), fill)
+		}
+		if len(s) > 0 {
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2.5"/>`+"\n", cx-22, y(median), cx+22, y(median), fill)
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s (n=%d)</text>`+"\n", cx, bottom+16, name, len(vals))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#57606a">median %s</text>`+"\n", cx, bottom+29, short(median))
+	}
+	side("stable", stable, 130, "#0969da", r.StableMedian)
+	side("canary", canary, 250, "#bc4c00", r.CanaryMedian)
+	fmt.Fprintf(&b, `<text x="8" y="%d" fill="#24292f">effect %s, p=%s</text>`+"\n", h-6, html.EscapeString(pct(r.Effect)), short(r.P))
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// short formats v in at most 4 significant digits.
+func short(v float64) string {
+	return fmt.Sprintf("%.4g", v)
+}
