@@ -9,8 +9,8 @@ import (
 )
 
 // docsExample is the worked example of docs/analysis.md: per-Pod error
-// ratios of 10 stable Pods around 1% and 10 canary Pods around 4%, over
-// two measurements (20 samples a side).
+// ratios of 20 stable Pods around 1% and 20 canary Pods around 4% (40
+// replicas at partition 20), one measurement.
 func docsExample() (canary, stable []float64) {
 	r := rand.New(rand.NewPCG(37, 37))
 	for range 20 {

@@ -23,9 +23,11 @@ func Sides(v analysis.Vars) (canary, stable analysis.Vars) {
 // a range query: points of one series a few seconds apart are strongly
 // correlated (each rate() window overlaps the last), and the U test
 // assumes independent samples; Pods are independent replicas, which is
-// exactly the comparison the partition gives. A step's measurements are
-// pooled (canary with canary, stable with stable), so few Pods measured
-// several times still reach MinSamples.
+// exactly the comparison the partition gives. For the same reason each
+// measurement is judged on its own samples and measurements are not
+// pooled: one Pod measured twice is not two independent samples (a Pod
+// that is a little slower stays so), and pooling would overstate the
+// confidence. The query's window says how much time a measurement covers.
 //
 // A scalar gives one value. NaN and ±Inf are dropped (a Pod with no
 // traffic has no ratio). A result whose provider kept only the first of

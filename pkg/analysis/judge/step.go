@@ -1,8 +1,8 @@
 package judge
 
 // Metric is one compared metric of a step, as the controller hands it
-// over: its rule, how it counts, and the samples pooled over the step's
-// measurements.
+// over: its rule, how it counts, and one measurement's samples per side
+// (see Samples).
 type Metric struct {
 	Name     string
 	Compare  Compare

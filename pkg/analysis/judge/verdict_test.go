@@ -90,10 +90,10 @@ func TestParseCompare(t *testing.T) {
 // TestJudgeProperty is the promise, over seeded runs: two samples
 // from one distribution pass in at least 95% of runs, and a shift of twice
 // the tolerance fails in at least 95%. The samples look like per-Pod
-// error ratios of a step: 10 Pods a side measured twice (20 samples),
-// 20% relative noise. With 10 samples a side the two-sided test (either)
-// finds a 2x-tolerance shift in only about 91% of runs: plan enough Pods
-// or measurements (docs/analysis.md).
+// error ratios of a step with 20 Pods a side and 20% relative noise
+// between Pods. With 10 Pods a side the two-sided test (either) finds a
+// 2x-tolerance shift in only about 91% of runs: the figures are in
+// docs/analysis.md, "How many samples".
 func TestJudgeProperty(t *testing.T) {
 	const runs = 1000
 	c := Compare{Direction: Increase, Tolerance: 0.25, Confidence: 0.98}
