@@ -72,9 +72,27 @@ func TestFigureIsWellFormedAndShowsTheNumbers(t *testing.T) {
 					t.Errorf("figure lacks %q", want)
 				}
 			}
-			if strings.Contains(svg, "NaN") {
+			if strings.Contains(svg, "NaN") || strings.Contains(svg, "Inf") {
 				t.Errorf("figure holds NaN:\n%s", svg)
 			}
 		})
+	}
+}
+
+// TestFigureFromStatusDrawsMedians: status keeps medians and counts, not
+// samples; the figure still shows both sides.
+func TestFigureFromStatusDrawsMedians(t *testing.T) {
+	r := Result{Verdict: Fail, CanaryMedian: 0.04, StableMedian: 0.01, CanaryN: 10, StableN: 10, Effect: 3, P: 1e-4}
+	svg := Figure("errors", nil, nil, r)
+	if n := strings.Count(svg, `stroke-width="2.5"`); n != 2 {
+		t.Fatalf("%d median bars, want 2:\n%s", n, svg)
+	}
+	if strings.Contains(svg, "<circle") {
+		t.Error("dots drawn without samples")
+	}
+	for _, want := range []string{"canary (n=10)", "median 0.04", "median 0.01"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("figure lacks %q", want)
+		}
 	}
 }

@@ -166,6 +166,9 @@ func relative(shift, base float64) float64 {
 }
 
 func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "?"
+	}
 	if math.IsInf(v, 0) {
 		if v > 0 {
 			return "+inf% (stable median is 0)"

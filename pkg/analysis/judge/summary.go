@@ -1,0 +1,42 @@
+package judge
+
+import (
+	"math"
+	"strconv"
+)
+
+// Summary is a Result as status keeps it: numbers as strings (the API
+// holds no floats), 6 significant digits, "+Inf"/"-Inf" for an effect
+// from a stable median of 0, and the sample counts for the figure.
+type Summary struct {
+	Verdict      Verdict
+	CanaryMedian string
+	StableMedian string
+	Effect       string
+	PValue       string
+	CanaryN      int
+	StableN      int
+}
+
+// Summarize is r for status.
+func Summarize(r Result) Summary {
+	return Summary{Verdict: r.Verdict, CanaryMedian: num(r.CanaryMedian), StableMedian: num(r.StableMedian),
+		Effect: num(r.Effect), PValue: num(r.P), CanaryN: r.CanaryN, StableN: r.StableN}
+}
+
+// Result reads a Summary back, for Figure on the dashboard; a field that
+// does not parse reads as NaN, which Figure leaves out.
+func (s Summary) Result() Result {
+	return Result{Verdict: s.Verdict, CanaryMedian: parse(s.CanaryMedian), StableMedian: parse(s.StableMedian),
+		Effect: parse(s.Effect), P: parse(s.PValue), CanaryN: s.CanaryN, StableN: s.StableN}
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
+func parse(s string) float64 {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
