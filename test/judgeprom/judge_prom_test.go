@@ -133,8 +133,11 @@ func TestJudgeWithRealPrometheus(t *testing.T) {
 	}
 	measure := func(t *testing.T, canary, query string, c judge.Compare) judge.Result {
 		t.Helper()
-		cv, sv := judge.Sides(vars(canary))
-		return judge.Judge(samples(t, query, cv), samples(t, query, sv), c)
+		r, m := judge.Measure(ctx, provider, query, vars(canary), c)
+		if m.Phase == analysis.PhaseError {
+			t.Fatal(m.Message)
+		}
+		return r
 	}
 
 	// Wait until a 15s window of every Pod is in Prometheus: the simulator
