@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 )
@@ -39,4 +40,12 @@ func parse(s string) float64 {
 		return math.NaN()
 	}
 	return v
+}
+
+// Line is a Summary in one line, for `kubectl stepwise get` and Events:
+// "canary 0.0419 vs stable 0.00987 (n=20/20), effect +322.2%, p=3.4e-08: Fail".
+func (s Summary) Line() string {
+	r := s.Result()
+	return fmt.Sprintf("canary %s vs stable %s (n=%d/%d), effect %s, p=%s: %s",
+		short(r.CanaryMedian), short(r.StableMedian), s.CanaryN, s.StableN, pct(r.Effect), short(r.P), s.Verdict)
 }

@@ -23,3 +23,13 @@ func TestSummaryRoundTrip(t *testing.T) {
 		t.Fatalf("figure shows NaN:\n%s", svg)
 	}
 }
+
+func TestSummaryLine(t *testing.T) {
+	canary, stable := docsExample()
+	s := Summarize(Judge(canary, stable, Compare{Direction: Increase, Tolerance: 0.25, Confidence: 0.98}))
+	got := s.Line()
+	want := "canary 0.04191 vs stable 0.009874 (n=20/20), effect +322.2%, p=3.398e-08: Fail"
+	if got != want {
+		t.Fatalf("Line() = %q, want %q", got, want)
+	}
+}
