@@ -250,6 +250,11 @@ const (
 	DefaultScrapeMargin          = 30 * time.Second
 	DefaultInconclusivePolicy    = InconclusivePause
 	DefaultPrometheusTimeout     = 10 * time.Second
+	DefaultWebTimeout            = 10 * time.Second
+	DefaultJobActiveDeadline     = 10 * time.Minute
+	DefaultMeasurementRetention  = 10
+	DefaultJudgePass             = int32(90)
+	DefaultJudgeMarginal         = int32(75)
 )
 
 // MaxMeasurements bounds status.measurements; the writer drops the oldest.

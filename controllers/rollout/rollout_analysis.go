@@ -115,7 +115,7 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 		Revision:      st.CanaryRevision,
 		StartedAt:     rd.decision.Status.AnalysisStartedAt,
 		CanaryReadyAt: canaryReadyAt(st),
-	}, &measurer{r: r, ro: rd.ro, args: spec.Args, wl: wl, obs: obs})
+	}, &measurer{r: r, ro: rd.ro, args: spec.LiteralArgs(), wl: wl, obs: obs})
 	if err != nil {
 		return 0, err
 	}

@@ -215,7 +215,7 @@ func TestCharts(t *testing.T) {
 	// Step 2 measures latency too, with its own band.
 	r.Spec.Steps[1].Analysis = &stepwisev1.StepAnalysis{AnalysisSpec: stepwisev1.AnalysisSpec{Metrics: []stepwisev1.Metric{
 		r.Spec.Analysis.Metrics[0],
-		{Name: "latency", Prometheus: r.Spec.Analysis.Metrics[0].Prometheus, ThresholdRange: stepwisev1.ThresholdRange{Min: "0.1", Max: "0.5"}},
+		{Name: "latency", Prometheus: r.Spec.Analysis.Metrics[0].Prometheus, ThresholdRange: &stepwisev1.ThresholdRange{Min: "0.1", Max: "0.5"}},
 	}}}
 	history := []stepwisev1.Measurement{
 		{Metric: "error-rate", Step: 0, Value: "0", Phase: stepwisev1.MeasurementSuccessful, Time: at(-40 * time.Second)},

@@ -21,7 +21,7 @@ func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Seco
 
 func metric(name, query string) v1alpha1.Metric {
 	return v1alpha1.Metric{Name: name, Prometheus: &v1alpha1.PrometheusMetric{Address: "http://prom:9090", Query: query},
-		ThresholdRange: v1alpha1.ThresholdRange{Max: "0.01"}}
+		ThresholdRange: &v1alpha1.ThresholdRange{Max: "0.01"}}
 }
 
 // spec is a defaulted analysis, as AnalysisForStep returns it.
@@ -60,7 +60,7 @@ func TestSchedule(t *testing.T) {
 		{name: "a window bound by the canary's age counts for nothing",
 			query: `sum(increase(x[{{ .CanaryAge }}])) or vector(0)`, wantFirst: at(30), wantLookback: "0s"},
 		{name: "an args window is read after rendering",
-			query: `rate(x[{{ .Args.window }}])`, mutate: func(a *v1alpha1.AnalysisSpec) { a.Args = map[string]string{"window": "2m"} },
+			query: `rate(x[{{ .Args.window }}])`, mutate: func(a *v1alpha1.AnalysisSpec) { a.Args = v1alpha1.ArgsFromMap(map[string]string{"window": "2m"}) },
 			wantFirst: at(150), wantLookback: "2m"},
 		{name: "the scrape margin is a field",
 			query: `rate(x[10s])`, mutate: func(a *v1alpha1.AnalysisSpec) { a.ScrapeMargin = dur(2 * time.Second) }, wantFirst: at(12), wantLookback: "10s"},
