@@ -43,9 +43,14 @@ func parse(s string) float64 {
 }
 
 // Line is a Summary in one line, for `kubectl stepwise get` and Events:
-// "canary 0.0419 vs stable 0.00987 (n=20/20), effect +322.2%, p=3.4e-08: Fail".
+// "canary 0.0419 vs stable 0.00987 (n=20/20), effect +322.2%, p=3.4e-08: Fail";
+// the counts are left out when unknown (status does not keep them).
 func (s Summary) Line() string {
 	r := s.Result()
-	return fmt.Sprintf("canary %s vs stable %s (n=%d/%d), effect %s, p=%s: %s",
-		short(r.CanaryMedian), short(r.StableMedian), s.CanaryN, s.StableN, pct(r.Effect), short(r.P), s.Verdict)
+	n := ""
+	if s.CanaryN > 0 || s.StableN > 0 {
+		n = fmt.Sprintf(" (n=%d/%d)", s.CanaryN, s.StableN)
+	}
+	return fmt.Sprintf("canary %s vs stable %s%s, effect %s, p=%s: %s",
+		short(r.CanaryMedian), short(r.StableMedian), n, pct(r.Effect), short(r.P), s.Verdict)
 }
