@@ -12,8 +12,8 @@ import (
 // stable samples side by side as dots on one vertical scale, each side's
 // median as a bar, and a caption with the effect, the p-value and the
 // verdict. Without samples (a figure drawn from status, which keeps only
-// the summary) it draws the medians alone; n is Result.CanaryN and
-// StableN. The dashboard shows it per metric and docs/images holds one
+// the summary, without counts) it draws the medians alone; n is
+// Result.CanaryN and StableN. The dashboard shows it per metric and docs/images holds one
 // (TestDocsFigure), so the picture and the numbers cannot disagree.
 // The output is deterministic: same input, same bytes.
 func Figure(title string, canary, stable []float64, r Result) string {
@@ -23,10 +23,17 @@ func Figure(title string, canary, stable []float64, r Result) string {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	all := append(append([]float64{}, canary...), stable...)
 	// The medians too: a figure drawn from status alone has no samples.
-	if r.CanaryN > 0 {
+	// Status keeps no counts either: a median is shown when its side had
+	// samples, or, with no count known, unless the verdict is Inconclusive
+	// (whose medians may stand for an empty side).
+	shown := func(n int, vals []float64) bool {
+		return n > 0 || (len(vals) == 0 && n == 0 && r.Verdict != Inconclusive)
+	}
+	canaryShown, stableShown := shown(r.CanaryN, canary), shown(r.StableN, stable)
+	if canaryShown {
 		all = append(all, r.CanaryMedian)
 	}
-	if r.StableN > 0 {
+	if stableShown {
 		all = append(all, r.StableMedian)
 	}
 	for _, v := range finite(all) {
@@ -57,7 +64,7 @@ func Figure(title string, canary, stable []float64, r Result) string {
 	for _, v := range []float64{lo + pad, (lo + hi) / 2, hi - pad} {
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#57606a">%s</text>`+"\n", left-4, y(v)+4, short(v))
 	}
-	side := func(name string, vals []float64, n int, cx float64, fill string, median float64) {
+	side := func(name string, vals []float64, n int, show bool, cx float64, fill string, median float64) {
 		s := append([]float64(nil), vals...)
 		sort.Float64s(s)
 		for i, v := range s {
@@ -65,14 +72,18 @@ func Figure(title string, canary, stable []float64, r Result) string {
 			dx := float64(i%5-2) * 5
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s" fill-opacity="0.6"/>`+"\n", cx+dx, y(v), fill)
 		}
-		if n > 0 && !math.IsNaN(median) && !math.IsInf(median, 0) {
+		if show && !math.IsNaN(median) && !math.IsInf(median, 0) {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2.5"/>`+"\n", cx-22, y(median), cx+22, y(median), fill)
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s (n=%d)</text>`+"\n", cx, bottom+16, name, n)
+		label := name
+		if n > 0 || len(vals) > 0 || r.Verdict == Inconclusive {
+			label = fmt.Sprintf("%s (n=%d)", name, n)
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", cx, bottom+16, label)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#57606a">median %s</text>`+"\n", cx, bottom+29, short(median))
 	}
-	side("stable", stable, r.StableN, 130, "#0969da", r.StableMedian)
-	side("canary", canary, r.CanaryN, 250, "#bc4c00", r.CanaryMedian)
+	side("stable", stable, r.StableN, stableShown, 130, "#0969da", r.StableMedian)
+	side("canary", canary, r.CanaryN, canaryShown, 250, "#bc4c00", r.CanaryMedian)
 	fmt.Fprintf(&b, `<text x="8" y="%d" fill="#24292f">effect %s, p=%s</text>`+"\n", h-6, html.EscapeString(pct(r.Effect)), short(r.P))
 	b.WriteString("</svg>\n")
 	return b.String()
