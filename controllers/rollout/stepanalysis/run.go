@@ -266,7 +266,7 @@ func schedule(m v1alpha1.Metric, spec v1alpha1.AnalysisSpec, readyAt time.Time) 
 	if m.Prometheus != nil {
 		query = m.Prometheus.Query
 	}
-	rendered, err := renderProbe(query, spec.LiteralArgs())
+	rendered, err := renderProbe(query, ProbeArgs(&spec))
 	if err != nil {
 		// The measurement will say what is wrong with the template.
 		return plan{first: at(max(margin, delay)), why: "the query template does not render"}
