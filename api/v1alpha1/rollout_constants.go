@@ -126,6 +126,10 @@ const (
 	// that is not allowed, or its PromQL does not parse and no initialDelay
 	// says how long to wait; the message names the field.
 	ReasonInvalidAnalysis = "InvalidAnalysis"
+	// ReasonAnalysisTemplateMissing: an analysis template, or an argument
+	// it needs (or the Secret or field an argument is read from), is
+	// missing; the message names it. The analysis never passes on it.
+	ReasonAnalysisTemplateMissing = "AnalysisTemplateMissing"
 	// ReasonReconcileFailed: a request to the API server failed; the
 	// reconcile is retried with backoff.
 	ReasonReconcileFailed = "ReconcileFailed"

@@ -201,7 +201,7 @@ type StepAnalysis struct {
 // (see the Default* constants), so that a step override can inherit from
 // spec.analysis whatever it leaves unset.
 // +kubebuilder:validation:XValidation:rule="!has(self.count) || !has(self.failureLimit) || self.failureLimit < self.count",message="analysis.failureLimit must be less than analysis.count, or the analysis could never fail"
-// +kubebuilder:validation:XValidation:rule="!has(self.templates) || self.templates.all(t, self.templates.exists_one(u, u.name == t.name && u.clusterScope == t.clusterScope))",message="analysis.templates must not name the same template twice"
+// +kubebuilder:validation:XValidation:rule="!has(self.templates) || self.templates.all(t, self.templates.exists_one(u, u.name == t.name && (has(u.clusterScope) && u.clusterScope) == (has(t.clusterScope) && t.clusterScope)))",message="analysis.templates must not name the same template twice"
 type AnalysisSpec struct {
 	// Interval between measurements. Defaults to 30s.
 	// +optional

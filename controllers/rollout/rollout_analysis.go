@@ -105,6 +105,9 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 	if !ok {
 		return 0, nil
 	}
+	if err := r.resolveAnalysis(ctx, rd.ro, &spec); err != nil {
+		return 0, err
+	}
 	res, err := stepanalysis.Run(ctx, stepanalysis.Input{
 		Now:           rd.now,
 		Spec:          spec,

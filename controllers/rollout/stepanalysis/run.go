@@ -139,11 +139,13 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 		for i, k := range due {
 			metric, ms, meas := in.Spec.Metrics[k], &st.Metrics[k], taken[i]
 			fresh[metric.Name] = tally(ms, meas, limitsOf(in.Spec, metric), in.Now)
-			res.Measurements = append(res.Measurements, v1alpha1.Measurement{
+			rec := v1alpha1.Measurement{
 				Metric: metric.Name, Step: in.StepIndex, Value: formatValue(meas.Value),
 				Phase: v1alpha1.MeasurementPhase(meas.Phase), Message: meas.Message,
 				Time: metav1.NewTime(in.Now).Rfc3339Copy(),
-			})
+			}
+			res.Measurements = append(res.Measurements, rec)
+			record(ms, rec, in.Spec.Retention())
 			res.Taken = append(res.Taken, Taken{Metric: metric.Name, Measurement: meas})
 			if meas.Phase == analysis.PhaseError {
 				res.Events = append(res.Events, in.event(corev1.EventTypeWarning, v1alpha1.EventMeasurementError,
@@ -228,6 +230,7 @@ func syncMetricStatuses(a *v1alpha1.AnalysisStatus, metrics []v1alpha1.Metric) {
 		if ms.Phase == "" {
 			ms.Phase = v1alpha1.AnalysisRunning
 		}
+		ms.DryRun = m.DryRun
 		out = append(out, ms)
 	}
 	a.Metrics = out
@@ -266,7 +269,7 @@ func schedule(m v1alpha1.Metric, spec v1alpha1.AnalysisSpec, readyAt time.Time) 
 	if m.Prometheus != nil {
 		query = m.Prometheus.Query
 	}
-	rendered, err := renderProbe(query, spec.LiteralArgs())
+	rendered, err := renderProbe(query, ProbeArgs(&spec))
 	if err != nil {
 		// The measurement will say what is wrong with the template.
 		return plan{first: at(max(margin, delay)), why: "the query template does not render"}
@@ -396,16 +399,41 @@ func tally(ms *v1alpha1.MetricStatus, m analysis.Measurement, limits analysis.Li
 
 // assessAll combines the metrics' verdicts: this round's where one was
 // taken (its message quotes the measurement), the status' phase otherwise.
+//
+// A dryRun metric is measured, tallied and shown, and never decides: it is
+// left out of the verdict. When every metric is dryRun, the step waits for
+// them all to finish (so that they are measured) and then passes.
 func assessAll(metrics []v1alpha1.MetricStatus, fresh map[string]analysis.Verdict) analysis.Verdict {
 	perMetric := make(map[string]analysis.Verdict, len(metrics))
+	dryRunning := 0
 	for _, ms := range metrics {
-		if v, ok := fresh[ms.Name]; ok {
-			perMetric[ms.Name] = v
+		v, ok := fresh[ms.Name]
+		if !ok {
+			v = analysis.Verdict{Phase: analysis.VerdictPhase(ms.Phase)}
+		}
+		if ms.DryRun {
+			if !v.Phase.Done() {
+				dryRunning++
+			}
 			continue
 		}
-		perMetric[ms.Name] = analysis.Verdict{Phase: analysis.VerdictPhase(ms.Phase)}
+		perMetric[ms.Name] = v
+	}
+	if len(perMetric) == 0 {
+		if dryRunning > 0 {
+			return analysis.Verdict{Phase: analysis.VerdictRunning}
+		}
+		return analysis.Verdict{Phase: analysis.VerdictPassed, Message: "only dryRun metrics, which never decide"}
 	}
 	return analysis.AssessAll(perMetric)
+}
+
+// record keeps a metric's newest measurements, at most retention.
+func record(ms *v1alpha1.MetricStatus, m v1alpha1.Measurement, retention int) {
+	ms.Measurements = append(ms.Measurements, m)
+	if extra := len(ms.Measurements) - retention; extra > 0 {
+		ms.Measurements = append([]v1alpha1.Measurement(nil), ms.Measurements[extra:]...)
+	}
 }
 
 // waiting describes the wait for the first measurement while nothing has

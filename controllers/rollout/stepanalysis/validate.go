@@ -38,7 +38,7 @@ func Validate(spec *v1alpha1.RolloutSpec) error {
 			if err := analysis.CheckTemplate(m.Prometheus.Query); err != nil {
 				return fmt.Errorf("%s (metric %s): %w", field, m.Name, err)
 			}
-			rendered, err := renderProbe(m.Prometheus.Query, a.LiteralArgs())
+			rendered, err := renderProbe(m.Prometheus.Query, ProbeArgs(&a))
 			if err != nil {
 				return fmt.Errorf("%s (metric %s, step %d): %w", field, m.Name, i+1, err)
 			}
