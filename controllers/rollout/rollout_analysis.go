@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -212,6 +213,11 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 	fail := func(format string, args ...any) analysis.Measurement {
 		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
 	}
+	if metric.ThresholdRange == nil {
+		// A compare metric is judged canary against stable, not here:
+		// without a range no value may pass.
+		return fail("metric %s has no thresholdRange", metric.Name)
+	}
 	lo, hi, err := metric.ThresholdRange.Bounds()
 	if err != nil {
 		return fail("%v", err)
@@ -220,6 +226,12 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 	allowed, err := prometheus.ParseAllowList(m.r.AnalysisAddresses)
 	if err != nil {
 		return fail("--%s: %v", AnalysisAddressesFlag, err)
+	}
+	if metric.Web != nil {
+		return m.measureWeb(ctx, *metric.Web, query, allowed, analysis.Threshold{Min: lo, Max: hi})
+	}
+	if metric.Prometheus == nil {
+		return fail("metric %s has no provider this controller runs", metric.Name)
 	}
 	switch address := metric.Prometheus.Address; {
 	case allowed.RefusesHost(address):
@@ -252,6 +264,49 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 		defer c.CloseIdleConnections()
 	}
 	return analysis.Measure(ctx, provider, query, analysis.Threshold{Min: lo, Max: hi})
+}
+
+// measureWeb runs a web metric whose URL (u) and body are rendered.
+func (m *measurer) measureWeb(ctx context.Context, w v1alpha1.WebMetric, u string, allowed prometheus.AllowList, th analysis.Threshold) analysis.Measurement {
+	fail := func(format string, args ...any) analysis.Measurement {
+		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case allowed.RefusesHost(u):
+		return fail("web.url %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
+			prometheus.Redact(u), AnalysisAddressesFlag)
+	case !allowed.Allows(u):
+		return fail("web.url %s is not allowed by the manager's --%s", prometheus.Redact(u), AnalysisAddressesFlag)
+	}
+	cfg := prometheus.WebConfig{URL: u, Method: w.Method, Body: w.Body, JSONPath: w.JSONPath,
+		Allow: allowed, Budget: m.r.AnalysisBudget, Headers: map[string]string{}}
+	if w.Timeout != nil {
+		cfg.Timeout = w.Timeout.Duration
+	}
+	for _, h := range w.Headers {
+		switch {
+		case h.Value != nil:
+			cfg.Headers[h.Name] = string(*h.Value)
+		case h.SecretKeyRef != nil:
+			v, err := m.r.bearerToken(ctx, m.ro.Namespace, h.SecretKeyRef)
+			if err != nil {
+				return fail("web.headers %s: %v", h.Name, err)
+			}
+			cfg.Headers[h.Name] = strings.TrimSpace(v)
+		}
+	}
+	if tls := w.TLS; tls != nil && tls.CARef != nil {
+		var err error
+		if cfg.CACert, err = m.r.caCert(ctx, m.ro.Namespace, *tls.CARef); err != nil {
+			return fail("%v", err)
+		}
+	}
+	provider, err := prometheus.NewWeb(cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer provider.CloseIdleConnections()
+	return analysis.Measure(ctx, provider, u, th)
 }
 
 // Admit takes one of the namespace's shares of the workers for this

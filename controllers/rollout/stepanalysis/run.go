@@ -347,8 +347,23 @@ func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analy
 	fail := func(format string, args ...any) analysis.Measurement {
 		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
 	}
+	if w := metric.Web; w != nil {
+		// The URL and body are rendered here; the rendered URL stands for
+		// the query in messages, the body travels in a copy of the metric.
+		u, err := analysis.Render(w.URL, vars)
+		if err != nil {
+			return fail("web.url: %v", err)
+		}
+		rendered := *metric.DeepCopy()
+		if w.Body != "" {
+			if rendered.Web.Body, err = analysis.Render(w.Body, vars); err != nil {
+				return fail("web.body: %v", err)
+			}
+		}
+		return m.Measure(ctx, rendered, u)
+	}
 	if metric.Prometheus == nil {
-		return fail("metric %s has no provider: set prometheus", metric.Name)
+		return fail("metric %s has no provider this controller runs", metric.Name)
 	}
 	query, err := analysis.Render(metric.Prometheus.Query, vars)
 	if err != nil {
