@@ -234,6 +234,14 @@ const (
 	// set, after the canary's readiness plus the query's lookback and the
 	// scrape margin (or initialDelay), and says why then.
 	EventMeasurementScheduled = "MeasurementScheduled"
+	// EventMetricCompared: the judge compared a compare metric's canary
+	// Pods with its stable Pods (medians, effect, p-value, verdict); a
+	// Warning when the canary is worse.
+	EventMetricCompared = "MetricCompared"
+	// EventAnalysisScored: the judge scored a step's compare metrics
+	// (0-100) against judge.pass and judge.marginal, or a critical one
+	// failed; a Warning unless the score promotes.
+	EventAnalysisScored = "AnalysisScored"
 	// EventNotificationSent: a webhook of spec.notifications accepted a
 	// phase transition.
 	EventNotificationSent = "NotificationSent"

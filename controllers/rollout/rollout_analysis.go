@@ -15,6 +15,7 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
 )
 
@@ -214,8 +215,8 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
 	}
 	if metric.ThresholdRange == nil {
-		// A compare metric is judged canary against stable, not here:
-		// without a range no value may pass.
+		// A compare metric is measured by Compare: without a range no
+		// value may pass here.
 		return fail("metric %s has no thresholdRange", metric.Name)
 	}
 	lo, hi, err := metric.ThresholdRange.Bounds()
@@ -233,37 +234,77 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 	if metric.Prometheus == nil {
 		return fail("metric %s has no provider this controller runs", metric.Name)
 	}
-	switch address := metric.Prometheus.Address; {
-	case allowed.RefusesHost(address):
-		return fail("prometheus.address %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
-			prometheus.Redact(address), AnalysisAddressesFlag)
-	case !allowed.Allows(address):
-		return fail("prometheus.address %s is not allowed by the manager's --%s", prometheus.Redact(address), AnalysisAddressesFlag)
-	}
-	token, err := m.r.bearerToken(ctx, m.ro.Namespace, metric.Prometheus.BearerTokenSecretRef)
+	provider, done, err := m.prometheus(ctx, *metric.Prometheus, allowed)
 	if err != nil {
 		return fail("%v", err)
 	}
+	defer done()
+	return analysis.Measure(ctx, provider, query, analysis.Threshold{Min: lo, Max: hi})
+}
+
+// Compare takes one measurement of a compared metric: its query rendered
+// for the canary's Pods and for the stable Pods, both run through one
+// provider, and the samples judged (judge.Measure). Every failure to run
+// it is an Error measurement without a Result, as in Measure.
+func (m *measurer) Compare(ctx context.Context, metric v1alpha1.Metric, vars analysis.Vars, c judge.Compare) (*judge.Result, analysis.Measurement) {
+	fail := func(format string, args ...any) (*judge.Result, analysis.Measurement) {
+		return nil, analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
+	}
+	if metric.Prometheus == nil {
+		return fail("metric %s: compare needs the prometheus provider", metric.Name)
+	}
+	allowed, err := prometheus.ParseAllowList(m.r.AnalysisAddresses)
+	if err != nil {
+		return fail("--%s: %v", AnalysisAddressesFlag, err)
+	}
+	provider, done, err := m.prometheus(ctx, *metric.Prometheus, allowed)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer done()
+	r, meas := judge.Measure(ctx, provider, metric.Prometheus.Query, vars, c)
+	if meas.Phase == analysis.PhaseError {
+		return nil, meas
+	}
+	return &r, meas
+}
+
+// prometheus builds the provider of a Prometheus metric: the address
+// checked against the allow-list before any Secret is read (a refused
+// address gets no credential), then its token and CA read. done releases
+// its connections: one provider per measurement.
+func (m *measurer) prometheus(ctx context.Context, p v1alpha1.PrometheusMetric, allowed prometheus.AllowList) (analysis.Provider, func(), error) {
+	switch address := p.Address; {
+	case allowed.RefusesHost(address):
+		return nil, nil, fmt.Errorf("prometheus.address %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
+			prometheus.Redact(address), AnalysisAddressesFlag)
+	case !allowed.Allows(address):
+		return nil, nil, fmt.Errorf("prometheus.address %s is not allowed by the manager's --%s", prometheus.Redact(address), AnalysisAddressesFlag)
+	}
+	token, err := m.r.bearerToken(ctx, m.ro.Namespace, p.BearerTokenSecretRef)
+	if err != nil {
+		return nil, nil, err
+	}
 	var caCert []byte
-	if tls := metric.Prometheus.TLS; tls != nil && tls.CARef != nil {
+	if tls := p.TLS; tls != nil && tls.CARef != nil {
 		if caCert, err = m.r.caCert(ctx, m.ro.Namespace, *tls.CARef); err != nil {
-			return fail("%v", err)
+			return nil, nil, err
 		}
 	}
 	factory := m.r.ProviderFactory
 	if factory == nil {
 		factory = DefaultProviderFactory
 	}
-	provider, err := factory(*metric.Prometheus, ResolvedRefs{BearerToken: token, CACert: caCert},
+	provider, err := factory(p, ResolvedRefs{BearerToken: token, CACert: caCert},
 		ProviderLimits{Allow: allowed, Budget: m.r.AnalysisBudget})
 	if err != nil {
-		return fail("%v", err)
+		return nil, nil, err
 	}
+	done := func() {}
 	if c, ok := provider.(interface{ CloseIdleConnections() }); ok {
-		// One provider per measurement: release its connection with it.
-		defer c.CloseIdleConnections()
+		done = c.CloseIdleConnections
 	}
-	return analysis.Measure(ctx, provider, query, analysis.Threshold{Min: lo, Max: hi})
+	return provider, done, nil
 }
 
 // measureWeb runs a web metric whose URL (u) and body are rendered.

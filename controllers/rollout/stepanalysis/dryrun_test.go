@@ -7,7 +7,7 @@ import (
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
 )
 
-func TestAssessAllLeavesDryRunOut(t *testing.T) {
+func TestAssessLeavesDryRunOut(t *testing.T) {
 	ms := func(name string, phase v1alpha1.AnalysisPhase, dry bool) v1alpha1.MetricStatus {
 		return v1alpha1.MetricStatus{Name: name, Phase: phase, DryRun: dry}
 	}
@@ -29,7 +29,7 @@ func TestAssessAllLeavesDryRunOut(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := assessAll(tc.metrics, nil); got.Phase != tc.want {
+			if got := Assess(judgedMetrics(nil, tc.metrics, nil), 90, 75); got.Phase != tc.want {
 				t.Fatalf("verdict %s (%s), want %s", got.Phase, got.Message, tc.want)
 			}
 		})

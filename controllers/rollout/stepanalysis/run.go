@@ -14,6 +14,7 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 )
 
 // Settle is the requeue once a verdict is reached, so that the step
@@ -57,6 +58,11 @@ type Measurer interface {
 	Vars(ctx context.Context) (analysis.Vars, error)
 	// Measure runs a rendered query and judges its result.
 	Measure(ctx context.Context, metric v1alpha1.Metric, query string) analysis.Measurement
+	// Compare runs a compared metric's query for the canary's Pods and
+	// for the stable Pods (judge.Sides, from vars) and judges the two
+	// sides' samples. A query that fails is an Error measurement and no
+	// Result.
+	Compare(ctx context.Context, metric v1alpha1.Metric, vars analysis.Vars, c judge.Compare) (*judge.Result, analysis.Measurement)
 	// Admit asks, when metrics are due, whether this round may measure
 	// now. It never waits: refused (with why, see Shares), the round
 	// defers its due metrics; admitted, it calls done once they are taken.
@@ -137,7 +143,16 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 		taken := measureAll(ctx, m, in.Spec, due, vars, st.Metrics, readyAt, in.Now)
 		done()
 		for i, k := range due {
-			metric, ms, meas := in.Spec.Metrics[k], &st.Metrics[k], taken[i]
+			metric, ms, meas := in.Spec.Metrics[k], &st.Metrics[k], taken[i].m
+			if r := taken[i].compared; r != nil {
+				recordComparison(ms, *r)
+				kind := corev1.EventTypeNormal
+				if r.Verdict == judge.Fail {
+					kind = corev1.EventTypeWarning
+				}
+				res.Events = append(res.Events, in.event(kind, v1alpha1.EventMetricCompared,
+					"metric %s: %s", metric.Name, judge.Summarize(*r).Line()))
+			}
 			fresh[metric.Name] = tally(ms, meas, limitsOf(in.Spec, metric), in.Now)
 			rec := v1alpha1.Measurement{
 				Metric: metric.Name, Step: in.StepIndex, Value: formatValue(meas.Value),
@@ -154,10 +169,20 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 		}
 	}
 
-	total := assessAll(st.Metrics, fresh)
+	thresholds := in.Spec.JudgeOrDefault()
+	total := Assess(judgedMetrics(in.Spec.Metrics, st.Metrics, fresh), int(thresholds.Pass), int(thresholds.Marginal))
 	st.Phase = v1alpha1.AnalysisPhase(total.Phase)
 	if total.Phase.Done() {
 		st.Message = total.Message
+		if total.Scored {
+			st.Score = strconv.Itoa(total.Outcome.Score)
+			kind := corev1.EventTypeWarning
+			if total.Outcome.Decision == judge.Promote {
+				kind = corev1.EventTypeNormal
+			}
+			res.Events = append(res.Events, in.event(kind, v1alpha1.EventAnalysisScored, "score %d (pass %d, marginal %d): %s",
+				total.Outcome.Score, thresholds.Pass, thresholds.Marginal, total.Outcome.Message))
+		}
 		switch total.Phase {
 		case analysis.VerdictPassed:
 			res.Events = append(res.Events, in.event(corev1.EventTypeNormal, v1alpha1.EventAnalysisPassed, "analysis passed: %s", total.Message))
@@ -315,6 +340,13 @@ func lastMeasured(ms v1alpha1.MetricStatus) time.Time {
 	return ms.LastMeasuredAt.Add(time.Second)
 }
 
+// taken is one due metric's measurement, and the judge's comparison
+// behind it for a compared metric.
+type taken struct {
+	m        analysis.Measurement
+	compared *judge.Result
+}
+
 // MaxQueryTime bounds a round's queries whatever their timeouts say: a
 // Prometheus that never answers holds a reconcile worker at most this long
 // (or an interval, if shorter), so other Rollouts go on with the others.
@@ -323,17 +355,17 @@ const MaxQueryTime = 30 * time.Second
 // measureAll takes the due metrics' measurements at once, each in its own
 // goroutine, under one deadline: the shortest of the analysis interval and
 // MaxQueryTime. A query still running then is an Error measurement.
-func measureAll(ctx context.Context, m Measurer, spec v1alpha1.AnalysisSpec, due []int, vars analysis.Vars, metrics []v1alpha1.MetricStatus, readyAt, now time.Time) []analysis.Measurement {
+func measureAll(ctx context.Context, m Measurer, spec v1alpha1.AnalysisSpec, due []int, vars analysis.Vars, metrics []v1alpha1.MetricStatus, readyAt, now time.Time) []taken {
 	deadline := min(spec.Interval.Duration, MaxQueryTime)
 	roundCtx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	out := make([]analysis.Measurement, len(due))
+	out := make([]taken, len(due))
 	var wg sync.WaitGroup
 	for i, k := range due {
 		wg.Go(func() {
 			out[i] = measure(roundCtx, m, spec.Metrics[k], vars, metrics[k].Lookback != "", readyAt, now)
-			if out[i].Phase == analysis.PhaseError && ctx.Err() == nil && roundCtx.Err() != nil {
-				out[i].Message = fmt.Sprintf("no answer within %s (the interval, at most %s): %s", analysis.FormatDuration(deadline), analysis.FormatDuration(MaxQueryTime), out[i].Message)
+			if mm := &out[i].m; mm.Phase == analysis.PhaseError && ctx.Err() == nil && roundCtx.Err() != nil {
+				mm.Message = fmt.Sprintf("no answer within %s (the interval, at most %s): %s", analysis.FormatDuration(deadline), analysis.FormatDuration(MaxQueryTime), mm.Message)
 			}
 		})
 	}
@@ -343,9 +375,9 @@ func measureAll(ctx context.Context, m Measurer, spec v1alpha1.AnalysisSpec, due
 
 // measure renders a due metric's query for now, checks that its window
 // stays within the canary's time on the revision, and runs it.
-func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analysis.Vars, checkWindow bool, readyAt, now time.Time) analysis.Measurement {
-	fail := func(format string, args ...any) analysis.Measurement {
-		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
+func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analysis.Vars, checkWindow bool, readyAt, now time.Time) taken {
+	fail := func(format string, args ...any) taken {
+		return taken{m: analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}}
 	}
 	if w := metric.Web; w != nil {
 		// The URL and body are rendered here; the rendered URL stands for
@@ -360,10 +392,15 @@ func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analy
 				return fail("web.body: %v", err)
 			}
 		}
-		return m.Measure(ctx, rendered, u)
+		return taken{m: m.Measure(ctx, rendered, u)}
 	}
 	if metric.Prometheus == nil {
 		return fail("metric %s has no provider this controller runs", metric.Name)
+	}
+	if metric.Compare != nil {
+		// The window is checked on the canary's query; the stable one
+		// differs only in its Pods.
+		vars, _ = judge.Sides(vars)
 	}
 	query, err := analysis.Render(metric.Prometheus.Query, vars)
 	if err != nil {
@@ -374,7 +411,15 @@ func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analy
 			return fail("not measured: %s", w.Problem)
 		}
 	}
-	return m.Measure(ctx, metric, query)
+	if metric.Compare != nil {
+		c, err := parseCompare(metric.Compare)
+		if err != nil {
+			return fail("%v", err)
+		}
+		r, meas := m.Compare(ctx, metric, vars, c)
+		return taken{m: meas, compared: r}
+	}
+	return taken{m: m.Measure(ctx, metric, query)}
 }
 
 // limitsOf is the analysis' limits, with the metric's own inconclusiveLimit.
@@ -410,37 +455,6 @@ func tally(ms *v1alpha1.MetricStatus, m analysis.Measurement, limits analysis.Li
 	ms.LastMeasuredAt = timePtr(now)
 	ms.Phase = v1alpha1.AnalysisPhase(v.Phase)
 	return v
-}
-
-// assessAll combines the metrics' verdicts: this round's where one was
-// taken (its message quotes the measurement), the status' phase otherwise.
-//
-// A dryRun metric is measured, tallied and shown, and never decides: it is
-// left out of the verdict. When every metric is dryRun, the step waits for
-// them all to finish (so that they are measured) and then passes.
-func assessAll(metrics []v1alpha1.MetricStatus, fresh map[string]analysis.Verdict) analysis.Verdict {
-	perMetric := make(map[string]analysis.Verdict, len(metrics))
-	dryRunning := 0
-	for _, ms := range metrics {
-		v, ok := fresh[ms.Name]
-		if !ok {
-			v = analysis.Verdict{Phase: analysis.VerdictPhase(ms.Phase)}
-		}
-		if ms.DryRun {
-			if !v.Phase.Done() {
-				dryRunning++
-			}
-			continue
-		}
-		perMetric[ms.Name] = v
-	}
-	if len(perMetric) == 0 {
-		if dryRunning > 0 {
-			return analysis.Verdict{Phase: analysis.VerdictRunning}
-		}
-		return analysis.Verdict{Phase: analysis.VerdictPassed, Message: "only dryRun metrics, which never decide"}
-	}
-	return analysis.AssessAll(perMetric)
 }
 
 // record keeps a metric's newest measurements, at most retention.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -92,7 +93,10 @@ func TestSchedule(t *testing.T) {
 // fakeMeasurer answers each query with the next value of its script and
 // records when it was asked and what.
 type fakeMeasurer struct {
-	answer  func(query string, n int) analysis.Measurement
+	answer func(query string, n int) analysis.Measurement
+	// samples answers a compared metric's measurement: the canary's and
+	// the stable Pods' values; nil canary is a query error.
+	samples func(metric string, n int) (canary, stable []float64)
 	mu      sync.Mutex
 	queries []string
 	varsErr error
@@ -108,6 +112,19 @@ func (f *fakeMeasurer) Measure(_ context.Context, _ v1alpha1.Metric, query strin
 	n := len(f.queries)
 	f.mu.Unlock()
 	return f.answer(query, n)
+}
+
+func (f *fakeMeasurer) Compare(_ context.Context, metric v1alpha1.Metric, vars analysis.Vars, c judge.Compare) (*judge.Result, analysis.Measurement) {
+	f.mu.Lock()
+	f.queries = append(f.queries, "compare "+metric.Name+" pods "+vars.Pods)
+	n := len(f.queries)
+	f.mu.Unlock()
+	canary, stable := f.samples(metric.Name, n)
+	if canary == nil {
+		return nil, analysis.Measurement{Phase: analysis.PhaseError, Message: "connection refused"}
+	}
+	r := judge.Judge(canary, stable, c)
+	return &r, judge.Measurement(r)
 }
 
 func (f *fakeMeasurer) Admit() (func(), string) { return func() {}, "" }
@@ -393,6 +410,10 @@ type slowMeasurer struct{ delay map[string]time.Duration }
 func (s slowMeasurer) Vars(context.Context) (analysis.Vars, error) { return analysis.Vars{}, nil }
 
 func (s slowMeasurer) Admit() (func(), string) { return func() {}, "" }
+
+func (s slowMeasurer) Compare(context.Context, v1alpha1.Metric, analysis.Vars, judge.Compare) (*judge.Result, analysis.Measurement) {
+	return nil, analysis.Measurement{Phase: analysis.PhaseError, Message: "not compared here"}
+}
 
 func (s slowMeasurer) Measure(ctx context.Context, metric v1alpha1.Metric, _ string) analysis.Measurement {
 	select {
