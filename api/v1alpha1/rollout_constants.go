@@ -242,6 +242,10 @@ const (
 	// (0-100) against judge.pass and judge.marginal, or a critical one
 	// failed; a Warning unless the score promotes.
 	EventAnalysisScored = "AnalysisScored"
+	// EventComparisonImpossible: a Warning that a step's partition leaves
+	// no stable Pod (partition 0) or no canary Pod, so its compare metrics
+	// will be Inconclusive.
+	EventComparisonImpossible = "ComparisonImpossible"
 	// EventNotificationSent: a webhook of spec.notifications accepted a
 	// phase transition.
 	EventNotificationSent = "NotificationSent"

@@ -110,6 +110,12 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 	if err := r.resolveAnalysis(ctx, rd.ro, &spec); err != nil {
 		return 0, err
 	}
+	var partition *int32
+	if int(i) < len(rd.ro.Spec.Steps) {
+		if p, err := step.ResolvePartition(rd.ro.Spec.Steps[i].Partition, obs.Replicas); err == nil {
+			partition = &p
+		}
+	}
 	res, err := stepanalysis.Run(ctx, stepanalysis.Input{
 		Now:           rd.now,
 		Spec:          spec,
@@ -120,6 +126,8 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 		Revision:      st.CanaryRevision,
 		StartedAt:     rd.decision.Status.AnalysisStartedAt,
 		CanaryReadyAt: canaryReadyAt(st),
+		Replicas:      obs.Replicas,
+		Partition:     partition,
 	}, &measurer{r: r, ro: rd.ro, args: spec.LiteralArgs(), wl: wl, obs: obs})
 	if err != nil {
 		return 0, err

@@ -178,6 +178,28 @@ func judgedMetrics(spec []v1alpha1.Metric, statuses []v1alpha1.MetricStatus, fre
 	return out
 }
 
+// SidesWarning says why a step's compare metrics cannot compare canary
+// with stable (judge.CheckSides: partition 0 leaves no stable Pod, a
+// partition of every replica no canary), naming them; "" when they can or
+// the step has none. DryRun metrics are named too: they are shown.
+func SidesWarning(metrics []v1alpha1.Metric, replicas, partition int) string {
+	var names []string
+	for _, m := range metrics {
+		if m.Compare != nil {
+			names = append(names, m.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	why := judge.CheckSides(replicas, partition)
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("metric %s compares canary with stable, but %s: Inconclusive by definition; "+
+		"skip it on this step with a per-step metrics override", strings.Join(names, ", "), why)
+}
+
 // parseCompare is a metric's compare as the judge reads it.
 func parseCompare(c *v1alpha1.CompareSpec) (judge.Compare, error) {
 	return judge.ParseCompare(string(c.Direction), c.Tolerance, c.Confidence)

@@ -186,3 +186,49 @@ func eventsOf(r Result, reason string) []struct{ Type, Message string } {
 	}
 	return out
 }
+
+func TestSidesWarning(t *testing.T) {
+	thresholdOnly := []v1alpha1.Metric{metric("saturation", `max(x)`)}
+	compared := []v1alpha1.Metric{metric("saturation", `max(x)`), compareMetric("errors", true), compareMetric("latency", false)}
+	tests := []struct {
+		name                string
+		metrics             []v1alpha1.Metric
+		replicas, partition int
+		want                string
+	}{
+		{"both sides have Pods", compared, 10, 5, ""},
+		{"partition 0 leaves no stable Pod", compared, 10, 0,
+			"metric errors, latency compares canary with stable, but partition 0 leaves no stable Pod to compare the canary with"},
+		{"a partition of every replica leaves no canary", compared, 10, 10, "partition 10 of 10 replicas leaves no canary Pod"},
+		{"no compare metric, nothing to warn of", thresholdOnly, 10, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := SidesWarning(tt.metrics, tt.replicas, tt.partition)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("SidesWarning = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// A step whose partition leaves nothing to compare warns once, when its
+// analysis starts.
+func TestRunWarnsOnceWhenTheStepCannotCompare(t *testing.T) {
+	s := spec(func(a *v1alpha1.AnalysisSpec) { a.ScrapeMargin = dur(0) }, compareMetric("errors", false))
+	in := input(s)
+	in.Replicas, in.Partition = 10, new(int32(0))
+	f := &fakeMeasurer{samples: func(string, int) ([]float64, []float64) { return stableErrors, nil }}
+	res := rounds(t, in, f, 1, 12)
+	if w := eventsOf(res[0], v1alpha1.EventComparisonImpossible); len(w) != 1 || w[0].Type != "Warning" ||
+		!strings.Contains(w[0].Message, "step 1/3: metric errors compares canary with stable, but partition 0 leaves no stable Pod") {
+		t.Errorf("first round's ComparisonImpossible events %+v, want one Warning", w)
+	}
+	if w := eventsOf(res[1], v1alpha1.EventComparisonImpossible); len(w) != 0 {
+		t.Errorf("second round warned again: %+v", w)
+	}
+	in.Partition = new(int32(5))
+	if w := eventsOf(rounds(t, in, f, 1)[0], v1alpha1.EventComparisonImpossible); len(w) != 0 {
+		t.Errorf("a step with both sides warned: %+v", w)
+	}
+}

@@ -49,6 +49,11 @@ type Input struct {
 	// CanaryReadyAt is when the step's canary Pods were all ready on
 	// Revision, at the latest. A run keeps the value it started with.
 	CanaryReadyAt time.Time
+	// Replicas and Partition (Pods kept on the stable revision) are the
+	// workload's and the step's, to warn when compare metrics cannot
+	// compare; nil Partition: unknown, no warning.
+	Replicas  int32
+	Partition *int32
 }
 
 // Measurer does what needs the cluster and the network.
@@ -99,10 +104,15 @@ type Result struct {
 // list Pods) is returned for the reconcile to retry; everything that goes
 // wrong with a query is an Error measurement instead.
 func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
-	a := resume(in)
+	a, started := resume(in)
 	syncMetricStatuses(&a, in.Spec.Metrics)
 	res := Result{Status: a}
 	st := &res.Status
+	if started && in.Partition != nil {
+		if why := SidesWarning(in.Spec.Metrics, int(in.Replicas), int(*in.Partition)); why != "" {
+			res.Events = append(res.Events, in.event(corev1.EventTypeWarning, v1alpha1.EventComparisonImpossible, "%s", why))
+		}
+	}
 	if st.Phase != v1alpha1.AnalysisRunning {
 		// Decided in an earlier round; the step decision acts on it next.
 		res.RequeueAfter = Settle
@@ -216,8 +226,9 @@ func deferred(in Input, res Result, due []int, refused string) Result {
 }
 
 // resume returns the run to carry on: the one in status when it is this
-// step's and revision's and no new run was asked for, else a new one.
-func resume(in Input) v1alpha1.AnalysisStatus {
+// step's and revision's and no new run was asked for, else a new one
+// (started).
+func resume(in Input) (_ v1alpha1.AnalysisStatus, started bool) {
 	if !in.Start && in.Status != nil && in.Status.StepIndex == in.StepIndex && in.Status.Revision == in.Revision {
 		a := *in.Status.DeepCopy()
 		if a.CanaryReadyAt == nil {
@@ -227,7 +238,7 @@ func resume(in Input) v1alpha1.AnalysisStatus {
 		if a.Phase == "" {
 			a.Phase = v1alpha1.AnalysisRunning
 		}
-		return a
+		return a, false
 	}
 	return v1alpha1.AnalysisStatus{
 		StepIndex:     in.StepIndex,
@@ -235,7 +246,7 @@ func resume(in Input) v1alpha1.AnalysisStatus {
 		StartedAt:     metav1.NewTime(in.StartedAt).Rfc3339Copy(),
 		CanaryReadyAt: timePtr(in.CanaryReadyAt),
 		Phase:         v1alpha1.AnalysisRunning,
-	}
+	}, true
 }
 
 // syncMetricStatuses keeps one tally per metric of the spec, in spec order:

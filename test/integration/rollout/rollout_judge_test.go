@@ -19,7 +19,9 @@ import (
 // canary whose error rate equals stable's (with per-Pod noise) is
 // promoted; a canary four times worse, which a fixed threshold of 0.05
 // would pass, is aborted by its critical metric, with the judge's figures
-// in status and Events.
+// in status and Events. The last step (partition 0) has no stable Pod: it
+// warns, its metric is Inconclusive, and the inconclusive policy
+// (Promote here) applies.
 func TestJudgePromotesAnEqualCanaryAndAbortsAWorseOne(t *testing.T) {
 	t.Parallel()
 	ns := setup(t, true)
@@ -44,8 +46,9 @@ func TestJudgePromotesAnEqualCanaryAndAbortsAWorseOne(t *testing.T) {
 		return base * (1 + 0.02*float64(i%5)), ok
 	}})
 
-	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%")), stepAt(num(0), skipAnalysis()))
+	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%")), stepAt(num(0)))
 	ro.Spec.Analysis = errorRate(2)
+	ro.Spec.Analysis.Inconclusive = stepwisev1.InconclusivePromote
 	ro.Spec.Analysis.Metrics[0] = stepwisev1.Metric{
 		Name: "errors",
 		Prometheus: &stepwisev1.PrometheusMetric{
@@ -67,8 +70,8 @@ func TestJudgePromotesAnEqualCanaryAndAbortsAWorseOne(t *testing.T) {
 		t.Errorf("measurements by step = %v, want 2 in step 0", got)
 	}
 	for _, m := range done.Status.Measurements {
-		if m.Phase != stepwisev1.MeasurementSuccessful {
-			t.Errorf("measurement %+v, want Successful (no false abort)", m)
+		if want := map[int32]stepwisev1.MeasurementPhase{0: stepwisev1.MeasurementSuccessful, 1: stepwisev1.MeasurementInconclusive}[m.Step]; m.Phase != want {
+			t.Errorf("measurement %+v, want %s (no false abort in step 0, no stable Pod in step 1)", m, want)
 		}
 	}
 	mu.Lock()
@@ -78,6 +81,8 @@ func TestJudgePromotesAnEqualCanaryAndAbortsAWorseOne(t *testing.T) {
 	mu.Unlock()
 	waitForEvent(t, ns, "web", stepwisev1.EventMetricCompared, "step 1/2: metric errors: canary 0.0104 vs stable 0.0104 (n=5/5)", ": Pass")
 	waitForEvent(t, ns, "web", stepwisev1.EventAnalysisScored, "step 1/2: score 100 (pass 90, marginal 75)")
+	waitForEvent(t, ns, "web", stepwisev1.EventComparisonImpossible, "step 2/2: metric errors compares canary with stable, but partition 0 leaves no stable Pod")
+	waitForEvent(t, ns, "web", stepwisev1.EventAnalysisScored, "step 2/2: score 0", "because of inconclusive metrics")
 
 	commit(t, ns, "web", "3.0.0")
 	aborted := eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
