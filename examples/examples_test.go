@@ -215,7 +215,7 @@ func TestRolloutExampleMatchesItsCloneSet(t *testing.T) {
 			for _, m := range a.Metrics {
 				// Safe as written: no window reaches back before the canary.
 				vars := analysis.Vars{Namespace: "shop", Workload: cs.Name, CanaryPods: "web-a", StablePods: "web-b", CanaryRevision: "web-2", StableRevision: "web-1",
-					CanaryAge: "2m", Args: a.Args}
+					CanaryAge: "2m", Args: a.LiteralArgs()}
 				query, err := analysis.Render(m.Prometheus.Query, vars)
 				if err != nil {
 					t.Errorf("step %d metric %s: %v", i, m.Name, err)

@@ -27,7 +27,8 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &CloneSet{}, &CloneSetList{}, &Rollout{}, &RolloutList{})
+	scheme.AddKnownTypes(GroupVersion, &CloneSet{}, &CloneSetList{}, &Rollout{}, &RolloutList{},
+		&AnalysisTemplate{}, &AnalysisTemplateList{}, &ClusterAnalysisTemplate{}, &ClusterAnalysisTemplateList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

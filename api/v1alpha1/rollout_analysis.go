@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +26,7 @@ func (s *RolloutSpec) AnalysisForStep(i int) (AnalysisSpec, bool) {
 		}
 		out.override(o.AnalysisSpec.DeepCopy())
 	}
-	if len(out.Metrics) == 0 {
+	if len(out.Metrics) == 0 && len(out.Templates) == 0 {
 		return AnalysisSpec{}, false
 	}
 	out.setDefaults()
@@ -58,15 +59,83 @@ func (a *AnalysisSpec) override(o *AnalysisSpec) {
 	if o.ScrapeMargin != nil {
 		a.ScrapeMargin = o.ScrapeMargin
 	}
-	if len(o.Args) > 0 && a.Args == nil {
-		a.Args = map[string]string{}
-	}
-	for k, v := range o.Args {
-		a.Args[k] = v
+	for _, arg := range o.Args {
+		a.Args = setArg(a.Args, arg)
 	}
 	if len(o.Metrics) > 0 {
 		a.Metrics = o.Metrics
 	}
+	if len(o.Templates) > 0 {
+		a.Templates = o.Templates
+	}
+}
+
+// setArg replaces the argument of arg's name, or appends it.
+func setArg(args []AnalysisArg, arg AnalysisArg) []AnalysisArg {
+	for i := range args {
+		if args[i].Name == arg.Name {
+			args[i] = arg
+			return args
+		}
+	}
+	return append(args, arg)
+}
+
+// ArgsFromMap turns name=value pairs into literal args, sorted by name.
+func ArgsFromMap(m map[string]string) []AnalysisArg {
+	if len(m) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]AnalysisArg, 0, len(m))
+	for _, k := range names {
+		v := m[k]
+		out = append(out, AnalysisArg{Name: k, Value: &v})
+	}
+	return out
+}
+
+// LiteralArgs returns the args that have a literal value, by name; those
+// read valueFrom are resolved by the controller.
+func (a *AnalysisSpec) LiteralArgs() map[string]string {
+	if len(a.Args) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(a.Args))
+	for _, arg := range a.Args {
+		if arg.Value != nil {
+			out[arg.Name] = *arg.Value
+		}
+	}
+	return out
+}
+
+// Retention is measurementRetention or its default.
+func (a *AnalysisSpec) Retention() int {
+	if a == nil || a.MeasurementRetention == nil {
+		return DefaultMeasurementRetention
+	}
+	return int(*a.MeasurementRetention)
+}
+
+// JudgeOrDefault is judge with its defaults applied.
+func (a *AnalysisSpec) JudgeOrDefault() JudgeThresholds {
+	if a == nil || a.Judge == nil {
+		return JudgeThresholds{Pass: DefaultJudgePass, Marginal: DefaultJudgeMarginal}
+	}
+	return *a.Judge
+}
+
+// WeightOrDefault is the metric's weight, 1 when unset.
+func (m *Metric) WeightOrDefault() int32 {
+	if m.Weight == nil {
+		return 1
+	}
+	return *m.Weight
 }
 
 func (a *AnalysisSpec) setDefaults() {

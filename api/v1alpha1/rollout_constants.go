@@ -126,6 +126,10 @@ const (
 	// that is not allowed, or its PromQL does not parse and no initialDelay
 	// says how long to wait; the message names the field.
 	ReasonInvalidAnalysis = "InvalidAnalysis"
+	// ReasonAnalysisTemplateMissing: an analysis template, or an argument
+	// it needs (or the Secret or field an argument is read from), is
+	// missing; the message names it. The analysis never passes on it.
+	ReasonAnalysisTemplateMissing = "AnalysisTemplateMissing"
 	// ReasonReconcileFailed: a request to the API server failed; the
 	// reconcile is retried with backoff.
 	ReasonReconcileFailed = "ReconcileFailed"
@@ -230,6 +234,18 @@ const (
 	// set, after the canary's readiness plus the query's lookback and the
 	// scrape margin (or initialDelay), and says why then.
 	EventMeasurementScheduled = "MeasurementScheduled"
+	// EventMetricCompared: the judge compared a compare metric's canary
+	// Pods with its stable Pods (medians, effect, p-value, verdict); a
+	// Warning when the canary is worse.
+	EventMetricCompared = "MetricCompared"
+	// EventAnalysisScored: the judge scored a step's compare metrics
+	// (0-100) against judge.pass and judge.marginal, or a critical one
+	// failed; a Warning unless the score promotes.
+	EventAnalysisScored = "AnalysisScored"
+	// EventComparisonImpossible: a Warning that a step's partition leaves
+	// no stable Pod (partition 0) or no canary Pod, so its compare metrics
+	// will be Inconclusive.
+	EventComparisonImpossible = "ComparisonImpossible"
 	// EventNotificationSent: a webhook of spec.notifications accepted a
 	// phase transition.
 	EventNotificationSent = "NotificationSent"
@@ -250,6 +266,11 @@ const (
 	DefaultScrapeMargin          = 30 * time.Second
 	DefaultInconclusivePolicy    = InconclusivePause
 	DefaultPrometheusTimeout     = 10 * time.Second
+	DefaultWebTimeout            = 10 * time.Second
+	DefaultJobActiveDeadline     = 10 * time.Minute
+	DefaultMeasurementRetention  = 10
+	DefaultJudgePass             = int32(90)
+	DefaultJudgeMarginal         = int32(75)
 )
 
 // MaxMeasurements bounds status.measurements; the writer drops the oldest.

@@ -187,7 +187,8 @@ type StepPause struct {
 }
 
 // StepAnalysis overrides or skips the analysis of one step.
-// +kubebuilder:validation:XValidation:rule="!has(self.skip) || !self.skip || !(has(self.interval) || has(self.count) || has(self.failureLimit) || has(self.inconclusive) || has(self.inconclusiveLimit) || has(self.consecutiveErrorLimit) || has(self.initialDelay) || has(self.scrapeMargin) || has(self.args) || has(self.metrics))",message="spec.steps[].analysis.skip cannot be combined with other analysis fields"
+// +kubebuilder:validation:XValidation:rule="!has(self.background) && !has(self.postPromotion) && !has(self.measurementRetention) && !has(self.judge)",message="spec.steps[].analysis cannot set background, postPromotion, judge or measurementRetention: they belong to spec.analysis"
+// +kubebuilder:validation:XValidation:rule="!has(self.skip) || !self.skip || !(has(self.interval) || has(self.count) || has(self.failureLimit) || has(self.inconclusive) || has(self.inconclusiveLimit) || has(self.consecutiveErrorLimit) || has(self.initialDelay) || has(self.scrapeMargin) || has(self.args) || has(self.metrics) || has(self.templates))",message="spec.steps[].analysis.skip cannot be combined with other analysis fields"
 type StepAnalysis struct {
 	// Skip runs no analysis after this step.
 	// +optional
@@ -200,6 +201,7 @@ type StepAnalysis struct {
 // (see the Default* constants), so that a step override can inherit from
 // spec.analysis whatever it leaves unset.
 // +kubebuilder:validation:XValidation:rule="!has(self.count) || !has(self.failureLimit) || self.failureLimit < self.count",message="analysis.failureLimit must be less than analysis.count, or the analysis could never fail"
+// +kubebuilder:validation:XValidation:rule="!has(self.templates) || self.templates.all(t, self.templates.exists_one(u, u.name == t.name && (has(u.clusterScope) && u.clusterScope) == (has(t.clusterScope) && t.clusterScope)))",message="analysis.templates must not name the same template twice"
 type AnalysisSpec struct {
 	// Interval between measurements. Defaults to 30s.
 	// +optional
@@ -266,15 +268,25 @@ type AnalysisSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="analysis.scrapeMargin must be a duration such as 30s or 1m"
 	ScrapeMargin *metav1.Duration `json:"scrapeMargin,omitempty"`
 
-	// Args are available to queries as {{ .Args.name }}: at most 32, each
-	// name of 1 to 63 characters and each value of at most 1024. Every
-	// query is rendered with them when the Rollout changes and at each
-	// measurement, so they are bounded as the query itself is.
+	// Args are available to queries, URLs, bodies and Job templates as
+	// {{ .Args.name }}: at most 32, each name of 1 to 63 characters, each
+	// either a literal value (at most 1024 characters) or valueFrom a
+	// Secret key or a field of the Rollout's metadata. They also fill the
+	// args of spec.analysis.templates. A step's args merge by name over
+	// spec.analysis.args.
 	// +optional
-	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) >= 1 && size(k) <= 63)",message="analysis.args names must be 1 to 63 characters long"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 1024)",message="analysis.args values must be at most 1024 characters long"
-	Args map[string]string `json:"args,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Args []AnalysisArg `json:"args,omitempty"`
+
+	// Templates are AnalysisTemplates (in the Rollout's namespace) or
+	// ClusterAnalysisTemplates whose metrics are measured beside
+	// metrics. A missing template or argument stalls the Rollout with a
+	// message naming it; it never passes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Templates []AnalysisTemplateRef `json:"templates,omitempty"`
 
 	// Metrics are all measured; the step passes when every metric passes.
 	// +optional
@@ -283,9 +295,40 @@ type AnalysisSpec struct {
 	// +kubebuilder:validation:MaxItems=10
 	// +kubebuilder:validation:XValidation:rule="self.all(m, self.exists_one(n, n.name == m.name))",message="analysis.metrics[].name must be unique"
 	Metrics []Metric `json:"metrics,omitempty"`
+
+	// Background is measured from the first step until promotion, across
+	// pauses, beside the steps' analysis: a failure aborts at any point.
+	// Only in spec.analysis, not in a step.
+	// +optional
+	Background *BackgroundAnalysis `json:"background,omitempty"`
+
+	// PostPromotion keeps measuring for a window after the rollout reached
+	// 100%: a failure rolls every Pod back in place to the previous stable
+	// revision. Only in spec.analysis, not in a step.
+	// +optional
+	PostPromotion *PostPromotionAnalysis `json:"postPromotion,omitempty"`
+
+	// Judge turns the weighted share of passing compare metrics (0-100)
+	// into a verdict: at or above pass promotes, from marginal to below
+	// pass is inconclusive, below marginal aborts. Defaults to 90 and 75.
+	// +optional
+	Judge *JudgeThresholds `json:"judge,omitempty"`
+
+	// MeasurementRetention is how many measurements per metric stay in
+	// status.analysis.metrics[].measurements. Defaults to 10, at most 200.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=200
+	MeasurementRetention *int32 `json:"measurementRetention,omitempty"`
 }
 
-// Metric is one query and the range its value must stay in.
+// Metric is one measurement source (exactly one provider) and how its
+// value is judged: a fixed thresholdRange, a compare of canary against
+// stable (prometheus only), or neither for a job, whose success is the
+// verdict.
+// +kubebuilder:validation:XValidation:rule="(has(self.prometheus) ? 1 : 0) + (has(self.web) ? 1 : 0) + (has(self.job) ? 1 : 0) == 1",message="metrics[] must set exactly one provider: prometheus, web or job"
+// +kubebuilder:validation:XValidation:rule="has(self.job) ? !has(self.thresholdRange) && !has(self.compare) : has(self.thresholdRange) != has(self.compare)",message="metrics[] must set exactly one of thresholdRange or compare with prometheus or web, and neither with job (its success is the verdict)"
+// +kubebuilder:validation:XValidation:rule="!has(self.compare) || has(self.prometheus)",message="metrics[].compare needs the prometheus provider"
 type Metric struct {
 	// Name identifies the metric in status and Events.
 	// +kubebuilder:validation:MinLength=1
@@ -293,12 +336,42 @@ type Metric struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="analysis.metrics[].name must be lower-case letters, digits and '-', starting and ending with a letter or digit"
 	Name string `json:"name"`
 
-	// Prometheus runs the query. It is the only provider for now.
-	// +required
-	Prometheus *PrometheusMetric `json:"prometheus"`
+	// Prometheus runs a PromQL instant query.
+	// +optional
+	Prometheus *PrometheusMetric `json:"prometheus,omitempty"`
+
+	// Web reads one value by JSONPath from an HTTP GET or POST answer.
+	// +optional
+	Web *WebMetric `json:"web,omitempty"`
+
+	// Job runs a Kubernetes Job in the Rollout's namespace: success
+	// passes, failure fails, the deadline makes it inconclusive.
+	// +optional
+	Job *JobMetric `json:"job,omitempty"`
 
 	// ThresholdRange is where a value must be to count as successful.
-	ThresholdRange ThresholdRange `json:"thresholdRange"`
+	// +optional
+	ThresholdRange *ThresholdRange `json:"thresholdRange,omitempty"`
+
+	// Compare judges the canary Pods against the stable Pods of the same
+	// workload over the same window, instead of a fixed threshold.
+	// +optional
+	Compare *CompareSpec `json:"compare,omitempty"`
+
+	// Critical: a failure of this metric aborts at once, whatever the score.
+	// +optional
+	Critical bool `json:"critical,omitempty"`
+
+	// Weight of the metric in the judge's score. Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Weight *int32 `json:"weight,omitempty"`
+
+	// DryRun: the metric is measured, recorded and shown, and never decides.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
 
 	// InconclusiveLimit overrides the analysis' inconclusiveLimit for this metric.
 	// +optional
@@ -549,6 +622,23 @@ type RolloutStatus struct {
 	// +optional
 	Analysis *AnalysisStatus `json:"analysis,omitempty"`
 
+	// BackgroundAnalysis is spec.analysis.background's tally for the
+	// rollout in progress (or the one it aborted).
+	// +optional
+	BackgroundAnalysis *AnalysisStatus `json:"backgroundAnalysis,omitempty"`
+
+	// PostPromotionAnalysis is spec.analysis.postPromotion's tally after
+	// the last promotion, kept until the next rollout starts.
+	// +optional
+	PostPromotionAnalysis *AnalysisStatus `json:"postPromotionAnalysis,omitempty"`
+
+	// AnalysisTemplates are the templates the rollout in progress uses, as
+	// they were when it started: a template edited mid-release does not
+	// change the release in flight.
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	AnalysisTemplates []UsedAnalysisTemplate `json:"analysisTemplates,omitempty"`
+
 	// Measurements are the most recent measurements, oldest first, at most
 	// MaxMeasurements (20): the writer drops the oldest.
 	// +optional
@@ -628,12 +718,17 @@ type AnalysisStatus struct {
 	// Message explains a Failed or Inconclusive verdict with the measurement behind it.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// Metrics holds one tally per metric.
+	// Metrics holds one tally per metric: the inline metrics and those of
+	// the templates used.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:MaxItems=110
 	Metrics []MetricStatus `json:"metrics,omitempty"`
+	// Score is the judge's weighted share of passing compare metrics,
+	// 0-100, as text; empty without compare metrics.
+	// +optional
+	Score string `json:"score,omitempty"`
 }
 
 // MetricStatus is the tally of one metric in one step's analysis.
@@ -673,6 +768,30 @@ type MetricStatus struct {
 	// LastMeasuredAt: the next measurement is due one interval later.
 	// +optional
 	LastMeasuredAt *metav1.Time `json:"lastMeasuredAt,omitempty"`
+
+	// DryRun: the metric is recorded and shown and never decides.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+
+	// Measurements are this metric's latest measurements, oldest first, at
+	// most spec.analysis.measurementRetention.
+	// +optional
+	// +kubebuilder:validation:MaxItems=200
+	Measurements []Measurement `json:"measurements,omitempty"`
+
+	// CanaryMedian, StableMedian, Effect (the Hodges-Lehmann shift relative
+	// to the stable median), PValue and Verdict are the judge's last
+	// comparison of a compare metric, as text.
+	// +optional
+	CanaryMedian string `json:"canaryMedian,omitempty"`
+	// +optional
+	StableMedian string `json:"stableMedian,omitempty"`
+	// +optional
+	Effect string `json:"effect,omitempty"`
+	// +optional
+	PValue string `json:"pValue,omitempty"`
+	// +optional
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // Measurement is one query result.

@@ -18,21 +18,21 @@ var (
 )
 
 func metric(name string) Metric {
-	return Metric{Name: name, Prometheus: &PrometheusMetric{Address: "http://p:9090", Query: "q"}, ThresholdRange: ThresholdRange{Max: "0.01"}}
+	return Metric{Name: name, Prometheus: &PrometheusMetric{Address: "http://p:9090", Query: "q"}, ThresholdRange: &ThresholdRange{Max: "0.01"}}
 }
 
 func TestAnalysisForStep(t *testing.T) {
 	spec := RolloutSpec{
 		Analysis: &AnalysisSpec{
 			Count:   new(int32(10)),
-			Args:    map[string]string{"a": "1", "b": "2"},
+			Args:    ArgsFromMap(map[string]string{"a": "1", "b": "2"}),
 			Metrics: []Metric{metric("errors")},
 		},
 		Steps: []RolloutStep{
 			{Partition: intstr.FromString("90%")},
 			{Partition: intstr.FromString("50%"), Analysis: &StepAnalysis{AnalysisSpec: AnalysisSpec{
 				Interval: &metav1.Duration{Duration: time.Minute}, Inconclusive: InconclusiveAbort,
-				Args: map[string]string{"b": "3"}, Metrics: []Metric{metric("latency")},
+				Args: ArgsFromMap(map[string]string{"b": "3"}), Metrics: []Metric{metric("latency")},
 			}}},
 			{Partition: intstr.FromInt32(0), Analysis: &StepAnalysis{Skip: true}},
 		},
@@ -58,7 +58,7 @@ func TestAnalysisForStep(t *testing.T) {
 		if a.Interval.Duration != time.Minute || *a.Count != 10 || a.Inconclusive != InconclusiveAbort {
 			t.Fatalf("override not applied: %+v", a)
 		}
-		if !reflect.DeepEqual(a.Args, map[string]string{"a": "1", "b": "3"}) {
+		if !reflect.DeepEqual(a.LiteralArgs(), map[string]string{"a": "1", "b": "3"}) {
 			t.Fatalf("args = %v", a.Args)
 		}
 		if len(a.Metrics) != 1 || a.Metrics[0].Name != "latency" {
@@ -92,7 +92,7 @@ func TestThresholdRangeJSON(t *testing.T) {
 	if err != nil || *lo != -0.001 || *hi != 250 {
 		t.Fatalf("Bounds() = %v, %v, %v", lo, hi, err)
 	}
-	out, err := json.Marshal(ThresholdRange{Max: "0.01"})
+	out, err := json.Marshal(&ThresholdRange{Max: "0.01"})
 	if err != nil || string(out) != `{"max":0.01}` {
 		t.Fatalf("Marshal = %s, %v", out, err)
 	}
@@ -106,7 +106,7 @@ func TestThresholdRangeJSON(t *testing.T) {
 			t.Errorf("Decimal(%q).Float64() should fail", string(bad))
 		}
 	}
-	if lo, hi, err := (ThresholdRange{}).Bounds(); lo != nil || hi != nil || err != nil {
+	if lo, hi, err := (&ThresholdRange{}).Bounds(); lo != nil || hi != nil || err != nil {
 		t.Errorf("empty range: %v %v %v", lo, hi, err)
 	}
 }

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
 )
 
@@ -105,6 +107,15 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 	if !ok {
 		return 0, nil
 	}
+	if err := r.resolveAnalysis(ctx, rd.ro, &spec); err != nil {
+		return 0, err
+	}
+	var partition *int32
+	if int(i) < len(rd.ro.Spec.Steps) {
+		if p, err := step.ResolvePartition(rd.ro.Spec.Steps[i].Partition, obs.Replicas); err == nil {
+			partition = &p
+		}
+	}
 	res, err := stepanalysis.Run(ctx, stepanalysis.Input{
 		Now:           rd.now,
 		Spec:          spec,
@@ -115,7 +126,9 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 		Revision:      st.CanaryRevision,
 		StartedAt:     rd.decision.Status.AnalysisStartedAt,
 		CanaryReadyAt: canaryReadyAt(st),
-	}, &measurer{r: r, ro: rd.ro, args: spec.Args, wl: wl, obs: obs})
+		Replicas:      obs.Replicas,
+		Partition:     partition,
+	}, &measurer{r: r, ro: rd.ro, args: spec.LiteralArgs(), wl: wl, obs: obs})
 	if err != nil {
 		return 0, err
 	}
@@ -188,7 +201,10 @@ func (m *measurer) Vars(ctx context.Context) (analysis.Vars, error) {
 		CanaryRevision: ro.Status.CanaryRevision,
 		CanaryPods:     analysis.PodRegex(canary),
 		StablePods:     analysis.PodRegex(stable),
-		Args:           m.args,
+		// A threshold metric measures the canary; a compared one
+		// overrides Pods per side (judge.Sides).
+		Pods: analysis.PodRegex(canary),
+		Args: m.args,
 	}
 	if tr := ro.Spec.TrafficRouting; tr != nil {
 		vars.CanaryService, vars.StableService = tr.CanaryService.Name, tr.StableService
@@ -206,6 +222,11 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 	fail := func(format string, args ...any) analysis.Measurement {
 		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
 	}
+	if metric.ThresholdRange == nil {
+		// A compare metric is measured by Compare: without a range no
+		// value may pass here.
+		return fail("metric %s has no thresholdRange", metric.Name)
+	}
 	lo, hi, err := metric.ThresholdRange.Bounds()
 	if err != nil {
 		return fail("%v", err)
@@ -215,37 +236,126 @@ func (m *measurer) Measure(ctx context.Context, metric v1alpha1.Metric, query st
 	if err != nil {
 		return fail("--%s: %v", AnalysisAddressesFlag, err)
 	}
-	switch address := metric.Prometheus.Address; {
-	case allowed.RefusesHost(address):
-		return fail("prometheus.address %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
-			prometheus.Redact(address), AnalysisAddressesFlag)
-	case !allowed.Allows(address):
-		return fail("prometheus.address %s is not allowed by the manager's --%s", prometheus.Redact(address), AnalysisAddressesFlag)
+	if metric.Web != nil {
+		return m.measureWeb(ctx, *metric.Web, query, allowed, analysis.Threshold{Min: lo, Max: hi})
 	}
-	token, err := m.r.bearerToken(ctx, m.ro.Namespace, metric.Prometheus.BearerTokenSecretRef)
+	if metric.Prometheus == nil {
+		return fail("metric %s has no provider this controller runs", metric.Name)
+	}
+	provider, done, err := m.prometheus(ctx, *metric.Prometheus, allowed)
 	if err != nil {
 		return fail("%v", err)
 	}
+	defer done()
+	return analysis.Measure(ctx, provider, query, analysis.Threshold{Min: lo, Max: hi})
+}
+
+// Compare takes one measurement of a compared metric: its query rendered
+// for the canary's Pods and for the stable Pods, both run through one
+// provider, and the samples judged (judge.Measure). Every failure to run
+// it is an Error measurement without a Result, as in Measure.
+func (m *measurer) Compare(ctx context.Context, metric v1alpha1.Metric, vars analysis.Vars, c judge.Compare) (*judge.Result, analysis.Measurement) {
+	fail := func(format string, args ...any) (*judge.Result, analysis.Measurement) {
+		return nil, analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
+	}
+	if metric.Prometheus == nil {
+		return fail("metric %s: compare needs the prometheus provider", metric.Name)
+	}
+	allowed, err := prometheus.ParseAllowList(m.r.AnalysisAddresses)
+	if err != nil {
+		return fail("--%s: %v", AnalysisAddressesFlag, err)
+	}
+	provider, done, err := m.prometheus(ctx, *metric.Prometheus, allowed)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer done()
+	r, meas := judge.Measure(ctx, provider, metric.Prometheus.Query, vars, c)
+	if meas.Phase == analysis.PhaseError {
+		return nil, meas
+	}
+	return &r, meas
+}
+
+// prometheus builds the provider of a Prometheus metric: the address
+// checked against the allow-list before any Secret is read (a refused
+// address gets no credential), then its token and CA read. done releases
+// its connections: one provider per measurement.
+func (m *measurer) prometheus(ctx context.Context, p v1alpha1.PrometheusMetric, allowed prometheus.AllowList) (analysis.Provider, func(), error) {
+	switch address := p.Address; {
+	case allowed.RefusesHost(address):
+		return nil, nil, fmt.Errorf("prometheus.address %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
+			prometheus.Redact(address), AnalysisAddressesFlag)
+	case !allowed.Allows(address):
+		return nil, nil, fmt.Errorf("prometheus.address %s is not allowed by the manager's --%s", prometheus.Redact(address), AnalysisAddressesFlag)
+	}
+	token, err := m.r.bearerToken(ctx, m.ro.Namespace, p.BearerTokenSecretRef)
+	if err != nil {
+		return nil, nil, err
+	}
 	var caCert []byte
-	if tls := metric.Prometheus.TLS; tls != nil && tls.CARef != nil {
+	if tls := p.TLS; tls != nil && tls.CARef != nil {
 		if caCert, err = m.r.caCert(ctx, m.ro.Namespace, *tls.CARef); err != nil {
-			return fail("%v", err)
+			return nil, nil, err
 		}
 	}
 	factory := m.r.ProviderFactory
 	if factory == nil {
 		factory = DefaultProviderFactory
 	}
-	provider, err := factory(*metric.Prometheus, ResolvedRefs{BearerToken: token, CACert: caCert},
+	provider, err := factory(p, ResolvedRefs{BearerToken: token, CACert: caCert},
 		ProviderLimits{Allow: allowed, Budget: m.r.AnalysisBudget})
+	if err != nil {
+		return nil, nil, err
+	}
+	done := func() {}
+	if c, ok := provider.(interface{ CloseIdleConnections() }); ok {
+		done = c.CloseIdleConnections
+	}
+	return provider, done, nil
+}
+
+// measureWeb runs a web metric whose URL (u) and body are rendered.
+func (m *measurer) measureWeb(ctx context.Context, w v1alpha1.WebMetric, u string, allowed prometheus.AllowList, th analysis.Threshold) analysis.Measurement {
+	fail := func(format string, args ...any) analysis.Measurement {
+		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case allowed.RefusesHost(u):
+		return fail("web.url %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
+			prometheus.Redact(u), AnalysisAddressesFlag)
+	case !allowed.Allows(u):
+		return fail("web.url %s is not allowed by the manager's --%s", prometheus.Redact(u), AnalysisAddressesFlag)
+	}
+	cfg := prometheus.WebConfig{URL: u, Method: w.Method, Body: w.Body, JSONPath: w.JSONPath,
+		Allow: allowed, Budget: m.r.AnalysisBudget, Headers: map[string]string{}}
+	if w.Timeout != nil {
+		cfg.Timeout = w.Timeout.Duration
+	}
+	for _, h := range w.Headers {
+		switch {
+		case h.Value != nil:
+			cfg.Headers[h.Name] = string(*h.Value)
+		case h.SecretKeyRef != nil:
+			v, err := m.r.bearerToken(ctx, m.ro.Namespace, h.SecretKeyRef)
+			if err != nil {
+				return fail("web.headers %s: %v", h.Name, err)
+			}
+			cfg.Headers[h.Name] = strings.TrimSpace(v)
+		}
+	}
+	if tls := w.TLS; tls != nil && tls.CARef != nil {
+		var err error
+		if cfg.CACert, err = m.r.caCert(ctx, m.ro.Namespace, *tls.CARef); err != nil {
+			return fail("%v", err)
+		}
+	}
+	provider, err := prometheus.NewWeb(cfg)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if c, ok := provider.(interface{ CloseIdleConnections() }); ok {
-		// One provider per measurement: release its connection with it.
-		defer c.CloseIdleConnections()
-	}
-	return analysis.Measure(ctx, provider, query, analysis.Threshold{Min: lo, Max: hi})
+	defer provider.CloseIdleConnections()
+	return analysis.Measure(ctx, provider, u, th)
 }
 
 // Admit takes one of the namespace's shares of the workers for this

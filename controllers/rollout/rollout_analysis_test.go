@@ -52,7 +52,7 @@ func TestMeasureRefusesAddressesOutsideTheAllowList(t *testing.T) {
 				Query:                "up",
 				BearerTokenSecretRef: &v1alpha1.SecretKeyReference{Name: "prom-token", Key: "token"},
 			},
-			ThresholdRange: v1alpha1.ThresholdRange{Max: "1"},
+			ThresholdRange: &v1alpha1.ThresholdRange{Max: "1"},
 		}
 	}
 	for _, address := range []string{
@@ -118,7 +118,7 @@ func TestMeasureRefusesTheMetadataAddressBeforeAnySecret(t *testing.T) {
 	}
 	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
 	metric := func(address string, ref *v1alpha1.SecretKeyReference) v1alpha1.Metric {
-		return v1alpha1.Metric{Name: "error-rate", ThresholdRange: v1alpha1.ThresholdRange{Max: "1"},
+		return v1alpha1.Metric{Name: "error-rate", ThresholdRange: &v1alpha1.ThresholdRange{Max: "1"},
 			Prometheus: &v1alpha1.PrometheusMetric{Address: address, Query: "up", BearerTokenSecretRef: ref}}
 	}
 	token := &v1alpha1.SecretKeyReference{Name: "prom-token", Key: "token"}

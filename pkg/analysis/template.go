@@ -23,7 +23,12 @@ type Vars struct {
 	CanaryRevision string
 	CanaryPods     string
 	StablePods     string
-	CanaryAge      string
+	// Pods is the side being measured: in a compared metric (see
+	// pkg/analysis/judge.Sides) the canary's Pods in the canary query and
+	// the stable Pods in the stable one, so one query serves both; in a
+	// threshold metric the canary's Pods.
+	Pods      string
+	CanaryAge string
 	// CanaryService and StableService are the Services of
 	// spec.trafficRouting (empty without it), and RevisionLabel the Pod
 	// label they select a revision by, for queries on a mesh's or a
@@ -38,7 +43,7 @@ type Vars struct {
 
 // knownKeys lists the top-level template keys, in the order of Vars, for
 // error messages.
-var knownKeys = []string{"Namespace", "Workload", "StableRevision", "CanaryRevision", "CanaryPods", "StablePods", "CanaryAge", "CanaryService", "StableService", "RevisionLabel", "Args"}
+var knownKeys = []string{"Namespace", "Workload", "StableRevision", "CanaryRevision", "CanaryPods", "StablePods", "Pods", "CanaryAge", "CanaryService", "StableService", "RevisionLabel", "Args"}
 
 // data returns the template data as a map. A map rather than the struct
 // itself, because text/template's missingkey=error only applies to map
@@ -58,6 +63,7 @@ func (v Vars) data() map[string]any {
 		"CanaryRevision": v.CanaryRevision,
 		"CanaryPods":     v.CanaryPods,
 		"StablePods":     v.StablePods,
+		"Pods":           v.Pods,
 		"CanaryAge":      v.CanaryAge,
 		"CanaryService":  v.CanaryService,
 		"StableService":  v.StableService,

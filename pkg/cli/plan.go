@@ -227,7 +227,7 @@ func BuildPlan(cs *stepwisev1.CloneSet, o PlanOptions) (*stepwisev1.Rollout, err
 		r.Spec.Analysis = &stepwisev1.AnalysisSpec{Metrics: []stepwisev1.Metric{{
 			Name:           ErrorRateMetric,
 			Prometheus:     &stepwisev1.PrometheusMetric{Address: o.Prometheus, Query: ErrorRateQuery},
-			ThresholdRange: stepwisev1.ThresholdRange{Max: o.ErrorRateMax},
+			ThresholdRange: &stepwisev1.ThresholdRange{Max: o.ErrorRateMax},
 		}}}
 	}
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 )
 
 // DefaultMeasurements is how many of the most recent measurements the view
@@ -366,6 +367,9 @@ func (r *renderer) analysis(b *strings.Builder) {
 	if a.Message != "" {
 		fmt.Fprintf(b, "  %s\n", a.Message)
 	}
+	if a.Score != "" {
+		fmt.Fprintf(b, "  score %s (judge)\n", a.Score)
+	}
 	count := int32(0)
 	if spec, ok := r.Rollout.Spec.AnalysisForStep(int(a.StepIndex)); ok && spec.Count != nil {
 		count = *spec.Count
@@ -380,6 +384,14 @@ func (r *renderer) analysis(b *strings.Builder) {
 		last := ""
 		if m.LastValue != "" {
 			last = "last " + m.LastValue
+		}
+		if m.Verdict != "" {
+			// A compared metric: canary and stable side by side.
+			last = judge.Summary{Verdict: judge.Verdict(m.Verdict), CanaryMedian: m.CanaryMedian,
+				StableMedian: m.StableMedian, Effect: m.Effect, PValue: m.PValue}.Line()
+		}
+		if m.DryRun {
+			last = strings.TrimSpace(last + " (dryRun)")
 		}
 		if wait := firstMeasurement(m, r.opts.Now); wait != "" {
 			last = wait

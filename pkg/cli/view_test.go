@@ -358,3 +358,22 @@ func assertText(t *testing.T, got, want string) {
 		}
 	}
 }
+
+// TestRenderJudge: a compared metric shows canary and stable medians, the
+// effect, the p-value and the verdict; the analysis shows the score.
+func TestRenderJudge(t *testing.T) {
+	v := viewCases()["aborted"]
+	a := v.Rollout.Status.Analysis
+	if a == nil || len(a.Metrics) == 0 {
+		t.Fatal("the aborted fixture has no analysis metric")
+	}
+	a.Score = "33"
+	m := &a.Metrics[0]
+	m.CanaryMedian, m.StableMedian, m.Effect, m.PValue, m.Verdict = "0.0419115", "0.00987", "3.22", "3.4e-08", "Fail"
+	got := RenderRollout(v, ViewOptions{Now: testNow})
+	for _, want := range []string{"score 33 (judge)", "canary 0.04191 vs stable 0.00987, effect +322.0%, p=3.4e-08: Fail"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("view lacks %q:\n%s", want, got)
+		}
+	}
+}

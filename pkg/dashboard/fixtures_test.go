@@ -29,7 +29,7 @@ func newTestRollout() *stepwisev1.Rollout {
 			Analysis: &stepwisev1.AnalysisSpec{Count: new(int32(3)), Metrics: []stepwisev1.Metric{{
 				Name:           "error-rate",
 				Prometheus:     &stepwisev1.PrometheusMetric{Address: "http://prometheus.monitoring:9090", Query: "vector(0)"},
-				ThresholdRange: stepwisev1.ThresholdRange{Max: "0.01"},
+				ThresholdRange: &stepwisev1.ThresholdRange{Max: "0.01"},
 			}}},
 		},
 		Status: stepwisev1.RolloutStatus{

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/base64"
 	"fmt"
 	"math"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 	"github.com/stepwise-dev/stepwise/pkg/cli"
 )
 
@@ -173,6 +175,11 @@ type MetricView struct {
 	Inconclusive int32  `json:"inconclusive"`
 	Errors       int32  `json:"errors"`
 	Last         string `json:"last,omitempty"`
+	// Judge is a compared metric's last comparison in one line, and
+	// Figure the same as a picture (canary and stable side by side), an
+	// SVG data: URI for an <img>, which runs no script whatever it holds.
+	Judge  string `json:"judge,omitempty"`
+	Figure string `json:"figure,omitempty"`
 }
 
 // Chart is one metric's measurements over time against its threshold band.
@@ -352,6 +359,13 @@ func analysis(r *stepwisev1.Rollout) *AnalysisView {
 			Successful: m.Successful, Failed: m.Failed, Inconclusive: m.Inconclusive, Errors: m.Errors,
 			Last: m.LastValue,
 		})
+		if m.Verdict != "" {
+			sum := judge.Summary{Verdict: judge.Verdict(m.Verdict), CanaryMedian: m.CanaryMedian,
+				StableMedian: m.StableMedian, Effect: m.Effect, PValue: m.PValue}
+			mv := &v.Metrics[len(v.Metrics)-1]
+			mv.Judge = sum.Line()
+			mv.Figure = "data:image/svg+xml;base64," + base64.StdEncoding.EncodeToString([]byte(judge.Figure(m.Name, nil, nil, sum.Result())))
+		}
 	}
 	return v
 }

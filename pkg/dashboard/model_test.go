@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -215,7 +216,7 @@ func TestCharts(t *testing.T) {
 	// Step 2 measures latency too, with its own band.
 	r.Spec.Steps[1].Analysis = &stepwisev1.StepAnalysis{AnalysisSpec: stepwisev1.AnalysisSpec{Metrics: []stepwisev1.Metric{
 		r.Spec.Analysis.Metrics[0],
-		{Name: "latency", Prometheus: r.Spec.Analysis.Metrics[0].Prometheus, ThresholdRange: stepwisev1.ThresholdRange{Min: "0.1", Max: "0.5"}},
+		{Name: "latency", Prometheus: r.Spec.Analysis.Metrics[0].Prometheus, ThresholdRange: &stepwisev1.ThresholdRange{Min: "0.1", Max: "0.5"}},
 	}}}
 	history := []stepwisev1.Measurement{
 		{Metric: "error-rate", Step: 0, Value: "0", Phase: stepwisev1.MeasurementSuccessful, Time: at(-40 * time.Second)},
@@ -356,5 +357,42 @@ func TestEventsNewestFirst(t *testing.T) {
 	}
 	if got[0].Count != 3 || got[3].Count != 2 {
 		t.Errorf("counts %d and %d, want 3 (series) and 2", got[0].Count, got[3].Count)
+	}
+}
+
+// TestAnalysisJudgeFigure: a compared metric carries its line and a
+// picture, an SVG data: URI showing both sides; a threshold metric none.
+func TestAnalysisJudgeFigure(t *testing.T) {
+	r := newTestRollout()
+	r.Status.Analysis = &stepwisev1.AnalysisStatus{Phase: stepwisev1.AnalysisFailed, Metrics: []stepwisev1.MetricStatus{
+		{Name: "errors", Phase: stepwisev1.AnalysisFailed, CanaryMedian: "0.0419", StableMedian: "0.00987", Effect: "3.22", PValue: "3.4e-08", Verdict: "Fail"},
+		{Name: "threshold", Phase: stepwisev1.AnalysisRunning, LastValue: "0.1"},
+	}}
+	v := analysis(r)
+	if len(v.Metrics) != 2 {
+		t.Fatalf("%d metrics", len(v.Metrics))
+	}
+	judged := v.Metrics[0]
+	if judged.Judge != "canary 0.0419 vs stable 0.00987, effect +322.0%, p=3.4e-08: Fail" {
+		t.Errorf("judge line %q", judged.Judge)
+	}
+	const prefix = "data:image/svg+xml;base64,"
+	if !strings.HasPrefix(judged.Figure, prefix) {
+		t.Fatalf("figure %.40q is not an SVG data URI", judged.Figure)
+	}
+	svg, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(judged.Figure, prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<svg", ">stable<", "median 0.0419", `stroke-width="2.5"`, "median 0.00987", "Fail"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("figure lacks %q", want)
+		}
+	}
+	if n := strings.Count(string(svg), `stroke-width="2.5"`); n != 2 {
+		t.Errorf("%d median bars, want canary and stable", n)
+	}
+	if v.Metrics[1].Judge != "" || v.Metrics[1].Figure != "" {
+		t.Errorf("a threshold metric got a judge view: %+v", v.Metrics[1])
 	}
 }

@@ -281,7 +281,7 @@ func scaleRollout(name, promURL string, count int) *stepwisev1.Rollout {
 						Query: `(sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}",code=~"5.."}[{{ .CanaryAge }}])) or vector(0))
 / sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}"}[{{ .CanaryAge }}]))`,
 					},
-					ThresholdRange: stepwisev1.ThresholdRange{Max: "0.05"},
+					ThresholdRange: &stepwisev1.ThresholdRange{Max: "0.05"},
 				}},
 			},
 		},

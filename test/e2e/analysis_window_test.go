@@ -80,7 +80,7 @@ func windowAnalysis(address, query string) *stepwisev1.AnalysisSpec {
 		Metrics: []stepwisev1.Metric{{
 			Name:           errorRateMetric,
 			Prometheus:     &stepwisev1.PrometheusMetric{Address: address, Query: query, Timeout: &metav1.Duration{Duration: 2 * time.Second}},
-			ThresholdRange: stepwisev1.ThresholdRange{Max: windowMax},
+			ThresholdRange: &stepwisev1.ThresholdRange{Max: windowMax},
 		}},
 	}
 }

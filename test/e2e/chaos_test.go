@@ -70,7 +70,7 @@ func TestChaos(t *testing.T) {
 				Prometheus: &stepwisev1.PrometheusMetric{Address: e.prom.URL(), Timeout: &metav1.Duration{Duration: 2 * time.Second},
 					Query: `(sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}",code="500"}[{{ .CanaryAge }}])) or vector(0))
 / sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}"}[{{ .CanaryAge }}]))`},
-				ThresholdRange: stepwisev1.ThresholdRange{Max: errorRateMax},
+				ThresholdRange: &stepwisev1.ThresholdRange{Max: errorRateMax},
 			}},
 		},
 	}})

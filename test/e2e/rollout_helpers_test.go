@@ -185,7 +185,7 @@ func errorRateAnalysis(address string) *stepwisev1.AnalysisSpec {
 				Query:   errorRateQuery,
 				Timeout: &metav1.Duration{Duration: 2 * time.Second},
 			},
-			ThresholdRange: stepwisev1.ThresholdRange{Max: errorRateMax},
+			ThresholdRange: &stepwisev1.ThresholdRange{Max: errorRateMax},
 		}},
 	}
 }

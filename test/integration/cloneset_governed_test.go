@@ -70,7 +70,7 @@ func TestCloneSetGovernedByARollout(t *testing.T) {
 	updateRollout(t, ns, "web", func(ro *stepwisev1.Rollout) {
 		ro.Spec.Analysis = &stepwisev1.AnalysisSpec{Metrics: []stepwisev1.Metric{{Name: "m",
 			Prometheus:     &stepwisev1.PrometheusMetric{Address: "http://prometheus:9090", Query: `{{ range 3 }}x{{ end }}`},
-			ThresholdRange: stepwisev1.ThresholdRange{Max: "1"}}}}
+			ThresholdRange: &stepwisev1.ThresholdRange{Max: "1"}}}}
 	})
 	g.Eventually(func(g Gomega) {
 		cur := &stepwisev1.Rollout{}

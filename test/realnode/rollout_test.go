@@ -95,7 +95,7 @@ func (b *bed) newDelivery(t *testing.T, ns string, replicas int32, steps []stepw
 						Query:   errorRateQuery,
 						Timeout: &metav1.Duration{Duration: 2 * time.Second},
 					},
-					ThresholdRange: stepwisev1.ThresholdRange{Max: "0.01"},
+					ThresholdRange: &stepwisev1.ThresholdRange{Max: "0.01"},
 				}},
 			},
 		},

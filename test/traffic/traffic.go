@@ -8,13 +8,22 @@
 // totals of RequestsPerSecond*Interval and ErrorRate, with fractions carried
 // over to the next tick instead of drawn at random, so a test knows what
 // rate() Prometheus will compute.
+//
+// For the judge (pkg/analysis/judge), which compares canary Pods with
+// stable Pods, PerImage gives each image tag its own error rate (or
+// latency) with a per-Pod, seeded noise, and Options.Latency makes every
+// counted request also observe a latency into the histogram
+// http_request_duration_seconds{namespace,pod}, drawn from a seeded
+// log-normal distribution around the Pod's median.
 package traffic
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -42,7 +51,17 @@ const (
 
 	// MetricName is the counter the simulator serves.
 	MetricName = "http_requests_total"
+	// LatencyMetricName is the histogram Options.Latency fills.
+	LatencyMetricName = "http_request_duration_seconds"
+	// LatencySigma is the log-normal spread of one request's latency
+	// around its Pod's median: the p95 is the median times
+	// exp(1.645*LatencySigma), about 1.64.
+	LatencySigma = 0.3
 )
+
+// LatencyBuckets are the histogram's upper bounds, 5 ms to about 19 s in
+// steps of 1.25, fine enough for histogram_quantile to tell a p95 x1.5.
+var LatencyBuckets = prometheus.ExponentialBuckets(0.005, 1.25, 38)
 
 // Options configures Start.
 type Options struct {
@@ -60,6 +79,11 @@ type Options struct {
 	// ErrorRate is the share (0..1) of a Pod's requests that fail with 500;
 	// nil means DefaultErrorRate.
 	ErrorRate func(pod *corev1.Pod) float64
+	// Latency is the median latency in seconds of a Pod's requests; nil or
+	// 0 observes none (no histogram series).
+	Latency func(pod *corev1.Pod) float64
+	// Seed makes the latency draws reproducible.
+	Seed uint64
 	// Logf receives errors listing Pods (t.Logf fits); nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -96,9 +120,12 @@ type Simulator struct {
 	listener net.Listener
 	server   *http.Server
 	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
 
 	mu        sync.Mutex
 	errorRate func(*corev1.Pod) float64
+	latencyOf func(*corev1.Pod) float64
+	rand      *rand.Rand
 	// carry holds each Pod's not yet counted fractions of requests.
 	carry map[types.UID]*fractions
 
@@ -138,7 +165,12 @@ func Start(ctx context.Context, addr string, opts Options) (*Simulator, error) {
 		Name: MetricName,
 		Help: "Simulated HTTP requests served, by Pod and status code.",
 	}, []string{"namespace", "pod", "code"})
-	registry.MustRegister(requests)
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    LatencyMetricName,
+		Help:    "Simulated HTTP request latency, by Pod.",
+		Buckets: LatencyBuckets,
+	}, []string{"namespace", "pod"})
+	registry.MustRegister(requests, latency)
 
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -153,7 +185,10 @@ func Start(ctx context.Context, addr string, opts Options) (*Simulator, error) {
 		listener:  listener,
 		server:    &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
 		requests:  requests,
+		latency:   latency,
 		errorRate: errorRate,
+		latencyOf: opts.Latency,
+		rand:      rand.New(rand.NewPCG(opts.Seed, 0x57e9)),
 		carry:     map[types.UID]*fractions{},
 		cancel:    cancel,
 		done:      make(chan struct{}),
@@ -175,6 +210,33 @@ func (s *Simulator) SetErrorRate(fn func(*corev1.Pod) float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.errorRate = fn
+}
+
+// SetLatency replaces Options.Latency from the next tick on; nil stops
+// observing latencies.
+func (s *Simulator) SetLatency(fn func(*corev1.Pod) float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latencyOf = fn
+}
+
+// PerImage returns a per-Pod value (an ErrorRate, a Latency) from the tag
+// of the Pod's first container's image: byTag[tag], 0 for a tag not in
+// it, times 1+noise*N(0,1), a factor drawn once per Pod from seed and the
+// Pod's name (and never below 0). Replicas of one image then differ as
+// real ones do, the same Pod always gets the same factor, and two runs
+// with the same seed see the same numbers.
+func PerImage(byTag map[string]float64, noise float64, seed uint64) func(*corev1.Pod) float64 {
+	return func(pod *corev1.Pod) float64 {
+		if len(pod.Spec.Containers) == 0 {
+			return 0
+		}
+		base := byTag[imageTag(pod.Spec.Containers[0].Image)]
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(pod.Namespace + "/" + pod.Name))
+		r := rand.New(rand.NewPCG(seed, h.Sum64()))
+		return math.Max(base*(1+noise*r.NormFloat64()), 0)
+	}
 }
 
 // Stop ends the ticks and the /metrics server and waits for them. Safe to
@@ -241,6 +303,14 @@ func (s *Simulator) tick(ctx context.Context, interval time.Duration) {
 		// divide.
 		s.requests.WithLabelValues(pod.Namespace, pod.Name, "200").Add(total - failed)
 		s.requests.WithLabelValues(pod.Namespace, pod.Name, "500").Add(failed)
+		if s.latencyOf != nil {
+			if median := s.latencyOf(pod); median > 0 {
+				h := s.latency.WithLabelValues(pod.Namespace, pod.Name)
+				for range int(total) {
+					h.Observe(median * math.Exp(LatencySigma*s.rand.NormFloat64()))
+				}
+			}
+		}
 	}
 	// Forget the fractions of Pods that stopped serving; their series stay,
 	// as a real exporter's would until it restarts.

@@ -169,3 +169,68 @@ func scrape(t *testing.T, s *Simulator) map[string]float64 {
 	}
 	return samples
 }
+
+func TestPerImage(t *testing.T) {
+	rates := PerImage(map[string]float64{"v1": 0.01, "v2": 0.04}, 0.2, 7)
+	stable := pod("demo", "web-a", "example.com/web:v1", corev1.PodRunning, corev1.ConditionTrue, nil)
+	canary := pod("demo", "web-b", "example.com/web:v2", corev1.PodRunning, corev1.ConditionTrue, nil)
+	other := pod("demo", "web-c", "example.com/web:v3", corev1.PodRunning, corev1.ConditionTrue, nil)
+	if a, b := rates(stable), rates(stable); a != b {
+		t.Fatalf("one Pod got %v then %v", a, b)
+	}
+	if v := rates(other); v != 0 {
+		t.Errorf("a tag not in the map = %v, want 0", v)
+	}
+	var sum1, sum2 float64
+	const n = 400
+	for i := range n {
+		p1 := pod("demo", "s-"+strconv.Itoa(i), "example.com/web:v1", corev1.PodRunning, corev1.ConditionTrue, nil)
+		p2 := pod("demo", "c-"+strconv.Itoa(i), "example.com/web:v2", corev1.PodRunning, corev1.ConditionTrue, nil)
+		sum1 += rates(p1)
+		sum2 += rates(p2)
+	}
+	if m := sum1 / n; m < 0.0095 || m > 0.0105 {
+		t.Errorf("mean of v1 Pods %v, want about 0.01", m)
+	}
+	if m := sum2 / n; m < 0.038 || m > 0.042 {
+		t.Errorf("mean of v2 Pods %v, want about 0.04", m)
+	}
+	if rates(canary) == 0.04 {
+		t.Error("no noise on the canary Pod")
+	}
+}
+
+// TestLatencyHistogram checks that the served histogram puts the Pod's
+// median where it was asked: about half the requests at or below it.
+func TestLatencyHistogram(t *testing.T) {
+	c := fake.NewClientBuilder().WithObjects(
+		pod("demo", "fast", "example.com/web:v1", corev1.PodRunning, corev1.ConditionTrue, nil),
+		pod("demo", "slow", "example.com/web:v2", corev1.PodRunning, corev1.ConditionTrue, nil),
+	).Build()
+	s, err := Start(t.Context(), "127.0.0.1:0", Options{
+		Client: c, Namespace: "demo", RequestsPerSecond: 2, Interval: time.Hour, Seed: 1,
+		Latency: PerImage(map[string]float64{"v1": 0.1, "v2": 0.15}, 0, 0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	waitFor(t, s, `http_request_duration_seconds_count{namespace="demo",pod="fast"}`, 2*3600)
+	got := scrape(t, s)
+	for podName, median := range map[string]float64{"fast": 0.1, "slow": 0.15} {
+		count := got[`http_request_duration_seconds_count{namespace="demo",pod="`+podName+`"}`]
+		var below, above float64
+		for _, le := range LatencyBuckets {
+			v := got[`http_request_duration_seconds_bucket{namespace="demo",pod="`+podName+`",le="`+strconv.FormatFloat(le, 'g', -1, 64)+`"}`]
+			if le <= median*0.9 {
+				below = v
+			}
+			if le >= median*1.1 && above == 0 {
+				above = v
+			}
+		}
+		if below/count > 0.5 || above/count < 0.5 {
+			t.Errorf("%s: %.3f of requests under 0.9x median, %.3f under 1.1x; want the median between", podName, below/count, above/count)
+		}
+	}
+}

@@ -41,7 +41,7 @@ func TestResolvePartition(t *testing.T) {
 }
 
 func TestResolveSteps(t *testing.T) {
-	metric := v1alpha1.Metric{Name: "errors", Prometheus: &v1alpha1.PrometheusMetric{Address: "http://p", Query: "q"}, ThresholdRange: v1alpha1.ThresholdRange{Max: "0.01"}}
+	metric := v1alpha1.Metric{Name: "errors", Prometheus: &v1alpha1.PrometheusMetric{Address: "http://p", Query: "q"}, ThresholdRange: &v1alpha1.ThresholdRange{Max: "0.01"}}
 	spec := &v1alpha1.RolloutSpec{
 		Steps: []v1alpha1.RolloutStep{
 			{Partition: pct("90%"), Pause: &v1alpha1.StepPause{Duration: &metav1.Duration{Duration: time.Minute}}},

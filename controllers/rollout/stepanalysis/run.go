@@ -14,6 +14,7 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 )
 
 // Settle is the requeue once a verdict is reached, so that the step
@@ -48,6 +49,11 @@ type Input struct {
 	// CanaryReadyAt is when the step's canary Pods were all ready on
 	// Revision, at the latest. A run keeps the value it started with.
 	CanaryReadyAt time.Time
+	// Replicas and Partition (Pods kept on the stable revision) are the
+	// workload's and the step's, to warn when compare metrics cannot
+	// compare; nil Partition: unknown, no warning.
+	Replicas  int32
+	Partition *int32
 }
 
 // Measurer does what needs the cluster and the network.
@@ -57,6 +63,11 @@ type Measurer interface {
 	Vars(ctx context.Context) (analysis.Vars, error)
 	// Measure runs a rendered query and judges its result.
 	Measure(ctx context.Context, metric v1alpha1.Metric, query string) analysis.Measurement
+	// Compare runs a compared metric's query for the canary's Pods and
+	// for the stable Pods (judge.Sides, from vars) and judges the two
+	// sides' samples. A query that fails is an Error measurement and no
+	// Result.
+	Compare(ctx context.Context, metric v1alpha1.Metric, vars analysis.Vars, c judge.Compare) (*judge.Result, analysis.Measurement)
 	// Admit asks, when metrics are due, whether this round may measure
 	// now. It never waits: refused (with why, see Shares), the round
 	// defers its due metrics; admitted, it calls done once they are taken.
@@ -93,10 +104,15 @@ type Result struct {
 // list Pods) is returned for the reconcile to retry; everything that goes
 // wrong with a query is an Error measurement instead.
 func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
-	a := resume(in)
+	a, started := resume(in)
 	syncMetricStatuses(&a, in.Spec.Metrics)
 	res := Result{Status: a}
 	st := &res.Status
+	if started && in.Partition != nil {
+		if why := SidesWarning(in.Spec.Metrics, int(in.Replicas), int(*in.Partition)); why != "" {
+			res.Events = append(res.Events, in.event(corev1.EventTypeWarning, v1alpha1.EventComparisonImpossible, "%s", why))
+		}
+	}
 	if st.Phase != v1alpha1.AnalysisRunning {
 		// Decided in an earlier round; the step decision acts on it next.
 		res.RequeueAfter = Settle
@@ -137,13 +153,24 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 		taken := measureAll(ctx, m, in.Spec, due, vars, st.Metrics, readyAt, in.Now)
 		done()
 		for i, k := range due {
-			metric, ms, meas := in.Spec.Metrics[k], &st.Metrics[k], taken[i]
+			metric, ms, meas := in.Spec.Metrics[k], &st.Metrics[k], taken[i].m
+			if r := taken[i].compared; r != nil {
+				recordComparison(ms, *r)
+				kind := corev1.EventTypeNormal
+				if r.Verdict == judge.Fail {
+					kind = corev1.EventTypeWarning
+				}
+				res.Events = append(res.Events, in.event(kind, v1alpha1.EventMetricCompared,
+					"metric %s: %s", metric.Name, judge.Summarize(*r).Line()))
+			}
 			fresh[metric.Name] = tally(ms, meas, limitsOf(in.Spec, metric), in.Now)
-			res.Measurements = append(res.Measurements, v1alpha1.Measurement{
+			rec := v1alpha1.Measurement{
 				Metric: metric.Name, Step: in.StepIndex, Value: formatValue(meas.Value),
 				Phase: v1alpha1.MeasurementPhase(meas.Phase), Message: meas.Message,
 				Time: metav1.NewTime(in.Now).Rfc3339Copy(),
-			})
+			}
+			res.Measurements = append(res.Measurements, rec)
+			record(ms, rec, in.Spec.Retention())
 			res.Taken = append(res.Taken, Taken{Metric: metric.Name, Measurement: meas})
 			if meas.Phase == analysis.PhaseError {
 				res.Events = append(res.Events, in.event(corev1.EventTypeWarning, v1alpha1.EventMeasurementError,
@@ -152,10 +179,20 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 		}
 	}
 
-	total := assessAll(st.Metrics, fresh)
+	thresholds := in.Spec.JudgeOrDefault()
+	total := Assess(judgedMetrics(in.Spec.Metrics, st.Metrics, fresh), int(thresholds.Pass), int(thresholds.Marginal))
 	st.Phase = v1alpha1.AnalysisPhase(total.Phase)
 	if total.Phase.Done() {
 		st.Message = total.Message
+		if total.Scored {
+			st.Score = strconv.Itoa(total.Outcome.Score)
+			kind := corev1.EventTypeWarning
+			if total.Outcome.Decision == judge.Promote {
+				kind = corev1.EventTypeNormal
+			}
+			res.Events = append(res.Events, in.event(kind, v1alpha1.EventAnalysisScored, "score %d (pass %d, marginal %d): %s",
+				total.Outcome.Score, thresholds.Pass, thresholds.Marginal, total.Outcome.Message))
+		}
 		switch total.Phase {
 		case analysis.VerdictPassed:
 			res.Events = append(res.Events, in.event(corev1.EventTypeNormal, v1alpha1.EventAnalysisPassed, "analysis passed: %s", total.Message))
@@ -189,8 +226,9 @@ func deferred(in Input, res Result, due []int, refused string) Result {
 }
 
 // resume returns the run to carry on: the one in status when it is this
-// step's and revision's and no new run was asked for, else a new one.
-func resume(in Input) v1alpha1.AnalysisStatus {
+// step's and revision's and no new run was asked for, else a new one
+// (started).
+func resume(in Input) (_ v1alpha1.AnalysisStatus, started bool) {
 	if !in.Start && in.Status != nil && in.Status.StepIndex == in.StepIndex && in.Status.Revision == in.Revision {
 		a := *in.Status.DeepCopy()
 		if a.CanaryReadyAt == nil {
@@ -200,7 +238,7 @@ func resume(in Input) v1alpha1.AnalysisStatus {
 		if a.Phase == "" {
 			a.Phase = v1alpha1.AnalysisRunning
 		}
-		return a
+		return a, false
 	}
 	return v1alpha1.AnalysisStatus{
 		StepIndex:     in.StepIndex,
@@ -208,7 +246,7 @@ func resume(in Input) v1alpha1.AnalysisStatus {
 		StartedAt:     metav1.NewTime(in.StartedAt).Rfc3339Copy(),
 		CanaryReadyAt: timePtr(in.CanaryReadyAt),
 		Phase:         v1alpha1.AnalysisRunning,
-	}
+	}, true
 }
 
 // syncMetricStatuses keeps one tally per metric of the spec, in spec order:
@@ -228,6 +266,7 @@ func syncMetricStatuses(a *v1alpha1.AnalysisStatus, metrics []v1alpha1.Metric) {
 		if ms.Phase == "" {
 			ms.Phase = v1alpha1.AnalysisRunning
 		}
+		ms.DryRun = m.DryRun
 		out = append(out, ms)
 	}
 	a.Metrics = out
@@ -252,7 +291,7 @@ const ageProbe = "1ms"
 // renderProbe renders a query to read its shape, not to run it: no Pod
 // names, and .CanaryAge as ageProbe.
 func renderProbe(query string, args map[string]string) (string, error) {
-	return analysis.Render(query, analysis.Vars{CanaryPods: "a^", StablePods: "a^", CanaryAge: ageProbe, Args: args})
+	return analysis.Render(query, analysis.Vars{CanaryPods: "a^", StablePods: "a^", Pods: "a^", CanaryAge: ageProbe, Args: args})
 }
 
 // schedule computes a metric's first measurement: readyAt plus the longer
@@ -266,7 +305,7 @@ func schedule(m v1alpha1.Metric, spec v1alpha1.AnalysisSpec, readyAt time.Time) 
 	if m.Prometheus != nil {
 		query = m.Prometheus.Query
 	}
-	rendered, err := renderProbe(query, spec.Args)
+	rendered, err := renderProbe(query, ProbeArgs(&spec))
 	if err != nil {
 		// The measurement will say what is wrong with the template.
 		return plan{first: at(max(margin, delay)), why: "the query template does not render"}
@@ -312,6 +351,13 @@ func lastMeasured(ms v1alpha1.MetricStatus) time.Time {
 	return ms.LastMeasuredAt.Add(time.Second)
 }
 
+// taken is one due metric's measurement, and the judge's comparison
+// behind it for a compared metric.
+type taken struct {
+	m        analysis.Measurement
+	compared *judge.Result
+}
+
 // MaxQueryTime bounds a round's queries whatever their timeouts say: a
 // Prometheus that never answers holds a reconcile worker at most this long
 // (or an interval, if shorter), so other Rollouts go on with the others.
@@ -320,17 +366,17 @@ const MaxQueryTime = 30 * time.Second
 // measureAll takes the due metrics' measurements at once, each in its own
 // goroutine, under one deadline: the shortest of the analysis interval and
 // MaxQueryTime. A query still running then is an Error measurement.
-func measureAll(ctx context.Context, m Measurer, spec v1alpha1.AnalysisSpec, due []int, vars analysis.Vars, metrics []v1alpha1.MetricStatus, readyAt, now time.Time) []analysis.Measurement {
+func measureAll(ctx context.Context, m Measurer, spec v1alpha1.AnalysisSpec, due []int, vars analysis.Vars, metrics []v1alpha1.MetricStatus, readyAt, now time.Time) []taken {
 	deadline := min(spec.Interval.Duration, MaxQueryTime)
 	roundCtx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	out := make([]analysis.Measurement, len(due))
+	out := make([]taken, len(due))
 	var wg sync.WaitGroup
 	for i, k := range due {
 		wg.Go(func() {
 			out[i] = measure(roundCtx, m, spec.Metrics[k], vars, metrics[k].Lookback != "", readyAt, now)
-			if out[i].Phase == analysis.PhaseError && ctx.Err() == nil && roundCtx.Err() != nil {
-				out[i].Message = fmt.Sprintf("no answer within %s (the interval, at most %s): %s", analysis.FormatDuration(deadline), analysis.FormatDuration(MaxQueryTime), out[i].Message)
+			if mm := &out[i].m; mm.Phase == analysis.PhaseError && ctx.Err() == nil && roundCtx.Err() != nil {
+				mm.Message = fmt.Sprintf("no answer within %s (the interval, at most %s): %s", analysis.FormatDuration(deadline), analysis.FormatDuration(MaxQueryTime), mm.Message)
 			}
 		})
 	}
@@ -340,12 +386,32 @@ func measureAll(ctx context.Context, m Measurer, spec v1alpha1.AnalysisSpec, due
 
 // measure renders a due metric's query for now, checks that its window
 // stays within the canary's time on the revision, and runs it.
-func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analysis.Vars, checkWindow bool, readyAt, now time.Time) analysis.Measurement {
-	fail := func(format string, args ...any) analysis.Measurement {
-		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
+func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analysis.Vars, checkWindow bool, readyAt, now time.Time) taken {
+	fail := func(format string, args ...any) taken {
+		return taken{m: analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}}
+	}
+	if w := metric.Web; w != nil {
+		// The URL and body are rendered here; the rendered URL stands for
+		// the query in messages, the body travels in a copy of the metric.
+		u, err := analysis.Render(w.URL, vars)
+		if err != nil {
+			return fail("web.url: %v", err)
+		}
+		rendered := *metric.DeepCopy()
+		if w.Body != "" {
+			if rendered.Web.Body, err = analysis.Render(w.Body, vars); err != nil {
+				return fail("web.body: %v", err)
+			}
+		}
+		return taken{m: m.Measure(ctx, rendered, u)}
 	}
 	if metric.Prometheus == nil {
-		return fail("metric %s has no provider: set prometheus", metric.Name)
+		return fail("metric %s has no provider this controller runs", metric.Name)
+	}
+	if metric.Compare != nil {
+		// The window is checked on the canary's query; the stable one
+		// differs only in its Pods.
+		vars, _ = judge.Sides(vars)
 	}
 	query, err := analysis.Render(metric.Prometheus.Query, vars)
 	if err != nil {
@@ -356,7 +422,15 @@ func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analy
 			return fail("not measured: %s", w.Problem)
 		}
 	}
-	return m.Measure(ctx, metric, query)
+	if metric.Compare != nil {
+		c, err := parseCompare(metric.Compare)
+		if err != nil {
+			return fail("%v", err)
+		}
+		r, meas := m.Compare(ctx, metric, vars, c)
+		return taken{m: meas, compared: r}
+	}
+	return taken{m: m.Measure(ctx, metric, query)}
 }
 
 // limitsOf is the analysis' limits, with the metric's own inconclusiveLimit.
@@ -394,18 +468,12 @@ func tally(ms *v1alpha1.MetricStatus, m analysis.Measurement, limits analysis.Li
 	return v
 }
 
-// assessAll combines the metrics' verdicts: this round's where one was
-// taken (its message quotes the measurement), the status' phase otherwise.
-func assessAll(metrics []v1alpha1.MetricStatus, fresh map[string]analysis.Verdict) analysis.Verdict {
-	perMetric := make(map[string]analysis.Verdict, len(metrics))
-	for _, ms := range metrics {
-		if v, ok := fresh[ms.Name]; ok {
-			perMetric[ms.Name] = v
-			continue
-		}
-		perMetric[ms.Name] = analysis.Verdict{Phase: analysis.VerdictPhase(ms.Phase)}
+// record keeps a metric's newest measurements, at most retention.
+func record(ms *v1alpha1.MetricStatus, m v1alpha1.Measurement, retention int) {
+	ms.Measurements = append(ms.Measurements, m)
+	if extra := len(ms.Measurements) - retention; extra > 0 {
+		ms.Measurements = append([]v1alpha1.Measurement(nil), ms.Measurements[extra:]...)
 	}
-	return analysis.AssessAll(perMetric)
 }
 
 // waiting describes the wait for the first measurement while nothing has

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -21,7 +22,7 @@ func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Seco
 
 func metric(name, query string) v1alpha1.Metric {
 	return v1alpha1.Metric{Name: name, Prometheus: &v1alpha1.PrometheusMetric{Address: "http://prom:9090", Query: query},
-		ThresholdRange: v1alpha1.ThresholdRange{Max: "0.01"}}
+		ThresholdRange: &v1alpha1.ThresholdRange{Max: "0.01"}}
 }
 
 // spec is a defaulted analysis, as AnalysisForStep returns it.
@@ -60,7 +61,7 @@ func TestSchedule(t *testing.T) {
 		{name: "a window bound by the canary's age counts for nothing",
 			query: `sum(increase(x[{{ .CanaryAge }}])) or vector(0)`, wantFirst: at(30), wantLookback: "0s"},
 		{name: "an args window is read after rendering",
-			query: `rate(x[{{ .Args.window }}])`, mutate: func(a *v1alpha1.AnalysisSpec) { a.Args = map[string]string{"window": "2m"} },
+			query: `rate(x[{{ .Args.window }}])`, mutate: func(a *v1alpha1.AnalysisSpec) { a.Args = v1alpha1.ArgsFromMap(map[string]string{"window": "2m"}) },
 			wantFirst: at(150), wantLookback: "2m"},
 		{name: "the scrape margin is a field",
 			query: `rate(x[10s])`, mutate: func(a *v1alpha1.AnalysisSpec) { a.ScrapeMargin = dur(2 * time.Second) }, wantFirst: at(12), wantLookback: "10s"},
@@ -92,7 +93,10 @@ func TestSchedule(t *testing.T) {
 // fakeMeasurer answers each query with the next value of its script and
 // records when it was asked and what.
 type fakeMeasurer struct {
-	answer  func(query string, n int) analysis.Measurement
+	answer func(query string, n int) analysis.Measurement
+	// samples answers a compared metric's measurement: the canary's and
+	// the stable Pods' values; nil canary is a query error.
+	samples func(metric string, n int) (canary, stable []float64)
 	mu      sync.Mutex
 	queries []string
 	varsErr error
@@ -108,6 +112,19 @@ func (f *fakeMeasurer) Measure(_ context.Context, _ v1alpha1.Metric, query strin
 	n := len(f.queries)
 	f.mu.Unlock()
 	return f.answer(query, n)
+}
+
+func (f *fakeMeasurer) Compare(_ context.Context, metric v1alpha1.Metric, vars analysis.Vars, c judge.Compare) (*judge.Result, analysis.Measurement) {
+	f.mu.Lock()
+	f.queries = append(f.queries, "compare "+metric.Name+" pods "+vars.Pods)
+	n := len(f.queries)
+	f.mu.Unlock()
+	canary, stable := f.samples(metric.Name, n)
+	if canary == nil {
+		return nil, analysis.Measurement{Phase: analysis.PhaseError, Message: "connection refused"}
+	}
+	r := judge.Judge(canary, stable, c)
+	return &r, judge.Measurement(r)
 }
 
 func (f *fakeMeasurer) Admit() (func(), string) { return func() {}, "" }
@@ -393,6 +410,10 @@ type slowMeasurer struct{ delay map[string]time.Duration }
 func (s slowMeasurer) Vars(context.Context) (analysis.Vars, error) { return analysis.Vars{}, nil }
 
 func (s slowMeasurer) Admit() (func(), string) { return func() {}, "" }
+
+func (s slowMeasurer) Compare(context.Context, v1alpha1.Metric, analysis.Vars, judge.Compare) (*judge.Result, analysis.Measurement) {
+	return nil, analysis.Measurement{Phase: analysis.PhaseError, Message: "not compared here"}
+}
 
 func (s slowMeasurer) Measure(ctx context.Context, metric v1alpha1.Metric, _ string) analysis.Measurement {
 	select {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 )
 
 func TestShareOf(t *testing.T) {
@@ -63,6 +64,10 @@ func (r refusingMeasurer) Vars(context.Context) (analysis.Vars, error) { return 
 func (r refusingMeasurer) Measure(context.Context, v1alpha1.Metric, string) analysis.Measurement {
 	r.t.Error("measured a refused round")
 	return analysis.Measurement{}
+}
+func (r refusingMeasurer) Compare(context.Context, v1alpha1.Metric, analysis.Vars, judge.Compare) (*judge.Result, analysis.Measurement) {
+	r.t.Error("compared in a refused round")
+	return nil, analysis.Measurement{}
 }
 func (r refusingMeasurer) Admit() (func(), string) { return nil, "namespace shop already has 4" }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 )
 
 // Validate checks every query a Rollout's steps would run, before any
@@ -24,6 +25,9 @@ func Validate(spec *v1alpha1.RolloutSpec) error {
 			continue
 		}
 		for k, m := range a.Metrics {
+			if err := checkCompare(spec, i, k, m); err != nil {
+				return err
+			}
 			if m.Prometheus == nil {
 				continue
 			}
@@ -34,7 +38,7 @@ func Validate(spec *v1alpha1.RolloutSpec) error {
 			if err := analysis.CheckTemplate(m.Prometheus.Query); err != nil {
 				return fmt.Errorf("%s (metric %s): %w", field, m.Name, err)
 			}
-			rendered, err := renderProbe(m.Prometheus.Query, a.Args)
+			rendered, err := renderProbe(m.Prometheus.Query, ProbeArgs(&a))
 			if err != nil {
 				return fmt.Errorf("%s (metric %s, step %d): %w", field, m.Name, i+1, err)
 			}
@@ -43,6 +47,23 @@ func Validate(spec *v1alpha1.RolloutSpec) error {
 					"for a query that is not PromQL, set analysis.initialDelay to at least its longest window plus the scrape margin", field, m.Name, i+1, err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkCompare parses a compared metric's rule as the judge will: the
+// CRD checks each string's shape, this checks what it cannot (a
+// confidence of exactly 1, say), naming the field.
+func checkCompare(spec *v1alpha1.RolloutSpec, step, k int, m v1alpha1.Metric) error {
+	if m.Compare == nil {
+		return nil
+	}
+	field := fmt.Sprintf("spec.analysis.metrics[%d]", k)
+	if o := spec.Steps[step].Analysis; o != nil && len(o.Metrics) > 0 {
+		field = fmt.Sprintf("spec.steps[%d].analysis.metrics[%d]", step, k)
+	}
+	if _, err := judge.ParseCompare(string(m.Compare.Direction), m.Compare.Tolerance, m.Compare.Confidence); err != nil {
+		return fmt.Errorf("%s (metric %s): %w", field, m.Name, err)
 	}
 	return nil
 }

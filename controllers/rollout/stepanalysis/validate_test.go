@@ -124,3 +124,20 @@ func TestValidationsRemembersTheRealVerdict(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateCompare(t *testing.T) {
+	plain := v1alpha1.RolloutStep{Partition: intstr.FromInt32(1)}
+	withCompare := func(c v1alpha1.CompareSpec) *v1alpha1.RolloutSpec {
+		m := metric("errors", `sum by (pod) (rate(x{pod=~"{{ .Pods }}"}[1m]))`)
+		m.ThresholdRange = nil
+		m.Compare = &c
+		return &v1alpha1.RolloutSpec{Analysis: &v1alpha1.AnalysisSpec{Metrics: []v1alpha1.Metric{m}}, Steps: []v1alpha1.RolloutStep{plain}}
+	}
+	if err := Validate(withCompare(v1alpha1.CompareSpec{Direction: v1alpha1.CompareIncrease, Tolerance: "0.25", Confidence: "0.98"})); err != nil {
+		t.Fatalf("a valid compare (and .Pods) refused: %v", err)
+	}
+	err := Validate(withCompare(v1alpha1.CompareSpec{Direction: v1alpha1.CompareIncrease, Tolerance: "0.25", Confidence: "1"}))
+	if err == nil || !strings.Contains(err.Error(), "spec.analysis.metrics[0] (metric errors): compare.confidence must be a number strictly between 0 and 1") {
+		t.Fatalf("confidence 1 accepted or unnamed: %v", err)
+	}
+}

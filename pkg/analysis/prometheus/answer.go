@@ -10,15 +10,20 @@ import (
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
 )
 
+// MaxSeriesValues is how many series' values a vector result keeps (the
+// first ones), labels never kept: one per Pod for a compared metric. A
+// vector of more series still reports its count in Result.Series.
+const MaxSeriesValues = 1000
+
 // errNotAnAnswer is an answer that is not a Prometheus query response:
 // not JSON, or JSON of another shape. What it holds is never quoted.
 var errNotAnAnswer = errors.New("the answer is not a Prometheus query response")
 
 // answer is what a measurement needs of a query's answer: the API's status
 // and error, and the result reduced to its type, its number of series and
-// the first series' value. It is decoded as the body streams in (see
-// decodeAnswer), so a vector of thousands of series costs the memory of
-// one, never a map of labels per series.
+// the values of at most MaxSeriesValues series. It is decoded as the body
+// streams in (see decodeAnswer), so a vector of thousands of series costs
+// at most those values, never a map of labels per series.
 type answer struct {
 	status, errorType, errorText string
 	resultType                   string
@@ -35,8 +40,11 @@ type resultSummary struct {
 	// string's [time, "value"]), of which pair keeps the first two.
 	series, others int
 	pair           []json.RawMessage
-	// first is the first series' "value"; nil when it has none.
-	first json.RawMessage
+	// values are the "value"s of the first MaxSeriesValues series, for a
+	// compared metric, which judges one value per Pod
+	// (pkg/analysis/judge.Samples). Raw, a few dozen bytes each: the
+	// bound keeps an answer of any size at a few dozen KiB of them.
+	values []json.RawMessage
 	// valueless counts series with neither "value" nor "histogram";
 	// histograms those with a native histogram.
 	valueless, histograms int
@@ -127,8 +135,8 @@ func (r *resultSummary) decode(dec *json.Decoder) error {
 			r.histograms++
 		case e.value == nil:
 			r.valueless++
-		case r.series == 1:
-			r.first = e.value
+		case len(r.values) < MaxSeriesValues:
+			r.values = append(r.values, e.value)
 		}
 	}
 	_, err = dec.Token()
@@ -200,15 +208,19 @@ func (a answer) toResult() (analysis.Result, error) {
 		case r.series == 0:
 			return analysis.Result{Kind: analysis.KindVector, Type: a.resultType, Samples: []analysis.Sample{}}, nil
 		}
-		var pair []json.RawMessage
-		if json.Unmarshal(r.first, &pair) != nil {
-			return analysis.Result{}, errNotAnAnswer
+		samples := make([]analysis.Sample, 0, len(r.values))
+		for _, raw := range r.values {
+			var pair []json.RawMessage
+			if json.Unmarshal(raw, &pair) != nil {
+				return analysis.Result{}, errNotAnAnswer
+			}
+			v, ok := pairValue(pair)
+			if !ok {
+				return analysis.Result{}, errNotAnAnswer
+			}
+			samples = append(samples, analysis.Sample{Value: v})
 		}
-		v, ok := pairValue(pair)
-		if !ok {
-			return analysis.Result{}, errNotAnAnswer
-		}
-		return analysis.Result{Kind: analysis.KindVector, Type: a.resultType, Samples: []analysis.Sample{{Value: v}}, Series: r.series}, nil
+		return analysis.Result{Kind: analysis.KindVector, Type: a.resultType, Samples: samples, Series: r.series}, nil
 	case "matrix", "string":
 		return analysis.Result{Kind: analysis.KindOther, Type: a.resultType}, nil
 	}

@@ -32,7 +32,7 @@ func TestDecodeAnswer(t *testing.T) {
 			body:     `{"data":{"result":[` + series(`{"pod":"web-0"}`, "2") + `],"stats":{"x":[1,2]},"resultType":"vector"},"warnings":["w"],"status":"success","infos":["i"]}`,
 			wantKind: analysis.KindVector, wantType: "vector", wantN: 1, wantValue: 2},
 		{name: "empty vector", body: vector(), wantKind: analysis.KindVector, wantType: "vector"},
-		{name: "several series are counted, the first value kept",
+		{name: "several series are counted, every value kept in order",
 			body:     vector(series(`{"pod":"a"}`, "1"), series(`{"pod":"b"}`, "2"), series(`{}`, "3")),
 			wantKind: analysis.KindVector, wantType: "vector", wantN: 3, wantValue: 1},
 		{name: "NaN is a value for Evaluate to judge", body: vector(series(`{}`, "NaN")), wantKind: analysis.KindVector, wantType: "vector", wantN: 1, wantValue: math.NaN()},
@@ -80,8 +80,13 @@ func TestDecodeAnswer(t *testing.T) {
 				if v != tt.wantValue && !(math.IsNaN(v) && math.IsNaN(tt.wantValue)) {
 					t.Errorf("value = %v, want %v", v, tt.wantValue)
 				}
-				if len(got.Samples) != 1 {
-					t.Errorf("%d samples kept, want only the first", len(got.Samples))
+				if want := min(tt.wantN, MaxSeriesValues); len(got.Samples) != want {
+					t.Errorf("%d samples kept, want %d", len(got.Samples), want)
+				}
+				for i, s := range got.Samples {
+					if tt.wantN > 1 && s.Value != float64(i+1) {
+						t.Errorf("sample %d = %v, want %d (in the answer's order)", i, s.Value, i+1)
+					}
 				}
 			}
 		})

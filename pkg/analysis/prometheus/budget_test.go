@@ -119,7 +119,7 @@ func TestBudgetBoundsAnswersAtTheCap(t *testing.T) {
 				}
 			case err != nil:
 				t.Errorf("Query() at the cap: %v", err)
-			case res.SeriesCount() < 10000 || len(res.Samples) != 1:
+			case res.SeriesCount() < 10000 || len(res.Samples) != MaxSeriesValues:
 				t.Errorf("Query() at the cap = %d series, %d samples kept", res.SeriesCount(), len(res.Samples))
 			default:
 				read++

@@ -1,8 +1,9 @@
 // Package prometheus is the Prometheus analysis.Provider: it runs instant
 // queries against the HTTP API (POST /api/v1/query, or GET where a proxy
 // refuses POST) and reduces the answer to an analysis.Result as it streams
-// in, keeping the first series' value and the number of series, never the
-// series themselves.
+// in, keeping the values of at most MaxSeriesValues series (one per Pod,
+// for a compared metric) and the number of series, never the series'
+// labels.
 //
 // It only talks HTTP: it neither logs nor reads Kubernetes objects. The
 // caller resolves secrets (the bearer token) and decides what to do with

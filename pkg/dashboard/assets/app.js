@@ -139,6 +139,11 @@ function detailPage() {
         el("td", { text: m.name }), el("td", { text: m.phase || "-" }), el("td", { text: m.of ? `${m.count}/${m.of}` : m.count }),
         el("td", { text: m.successful }), el("td", { class: m.failed ? "bad" : "", text: m.failed }),
         el("td", { text: m.inconclusive }), el("td", { text: m.errors }), el("td", { class: "mono", text: m.last || "-" }))))));
+    const judged = a.metrics.filter((m) => m.figure);
+    if (judged.length) {
+      page.append(el("div", { class: "charts", id: "judge" }, judged.map((m) =>
+        el("figure", {}, el("img", { src: m.figure, alt: m.judge, width: 320, height: 200 }), el("figcaption", { class: "mono", text: m.judge })))));
+    }
   } else {
     page.append(el("p", { class: "muted", text: "No analysis in progress." }));
   }

@@ -146,7 +146,7 @@ func release(t *testing.T, ns string) {
 			Steps:       []stepwisev1.RolloutStep{{Partition: intstr.FromString("50%")}, {Partition: intstr.FromInt32(0)}},
 			Analysis: &stepwisev1.AnalysisSpec{Metrics: []stepwisev1.Metric{{
 				Name: "error-rate", Prometheus: &stepwisev1.PrometheusMetric{Address: "http://prometheus:9090", Query: "vector(0)"},
-				ThresholdRange: stepwisev1.ThresholdRange{Max: "0.01"},
+				ThresholdRange: &stepwisev1.ThresholdRange{Max: "0.01"},
 			}}},
 		},
 	}

@@ -410,7 +410,7 @@ func errorRate(count int32) *stepwisev1.AnalysisSpec {
 				Address: promAddress,
 				Query:   `sum(rate(http_requests_total{namespace="{{ .Namespace }}",pod=~"{{ .CanaryPods }}",code=~"5.."}[{{ .CanaryAge }}]))`,
 			},
-			ThresholdRange: stepwisev1.ThresholdRange{Max: "0.01"},
+			ThresholdRange: &stepwisev1.ThresholdRange{Max: "0.01"},
 		}},
 	}
 }

@@ -15,11 +15,11 @@ func TestArgsValidationNamesTheField(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	inSpec := func(args map[string]string) func(*stepwisev1.Rollout) {
-		return func(ro *stepwisev1.Rollout) { ro.Spec.Analysis.Args = args }
+		return func(ro *stepwisev1.Rollout) { ro.Spec.Analysis.Args = stepwisev1.ArgsFromMap(args) }
 	}
 	inStep := func(args map[string]string) func(*stepwisev1.Rollout) {
 		return func(ro *stepwisev1.Rollout) {
-			ro.Spec.Steps[0].Analysis = &stepwisev1.StepAnalysis{AnalysisSpec: stepwisev1.AnalysisSpec{Args: args}}
+			ro.Spec.Steps[0].Analysis = &stepwisev1.StepAnalysis{AnalysisSpec: stepwisev1.AnalysisSpec{Args: stepwisev1.ArgsFromMap(args)}}
 		}
 	}
 	cases := []struct {
@@ -28,14 +28,14 @@ func TestArgsValidationNamesTheField(t *testing.T) {
 		want   string // empty: accepted
 	}{
 		{"a value of 1 MiB", inSpec(map[string]string{"service": strings.Repeat("a", 1<<20)}),
-			"spec.analysis.args: Invalid value: analysis.args values must be at most 1024 characters long"},
+			"spec.analysis.args[0].value: Too long: may not be more than 1024 bytes"},
 		{"a value one past the bound", inSpec(map[string]string{"service": strings.Repeat("a", 1025)}),
-			"analysis.args values must be at most 1024 characters long"},
+			"args[0].value: Too long: may not be more than 1024 bytes"},
 		{"a step's value past the bound", inStep(map[string]string{"window": strings.Repeat("5", 1025)}),
-			"spec.steps[0].analysis.args: Invalid value: analysis.args values must be at most 1024 characters long"},
+			"spec.steps[0].analysis.args[0].value: Too long: may not be more than 1024 bytes"},
 		{"a name of 64 characters", inSpec(map[string]string{strings.Repeat("n", 64): "x"}),
-			"spec.analysis.args: Invalid value: analysis.args names must be 1 to 63 characters long"},
-		{"an empty name", inSpec(map[string]string{"": "x"}), "analysis.args names must be 1 to 63 characters long"},
+			"spec.analysis.args[0].name: Too long: may not be more than 63 bytes"},
+		{"an empty name", inSpec(map[string]string{"": "x"}), "spec.analysis.args[0].name in body should be at least 1 chars long"},
 		{"33 args", inSpec(func() map[string]string {
 			m := map[string]string{}
 			for i := range 33 {

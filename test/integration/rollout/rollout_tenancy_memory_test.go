@@ -199,7 +199,7 @@ func greedyAnalysis(address string) *stepwisev1.AnalysisSpec {
 		a.Metrics = append(a.Metrics, stepwisev1.Metric{
 			Name:           fmt.Sprintf("m%d", i),
 			Prometheus:     &stepwisev1.PrometheusMetric{Address: address, Query: fmt.Sprintf(`max(m%d{pod=~"{{ .CanaryPods }}"})`, i)},
-			ThresholdRange: stepwisev1.ThresholdRange{Max: "0.01"},
+			ThresholdRange: &stepwisev1.ThresholdRange{Max: "0.01"},
 		})
 	}
 	return a

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,9 +115,35 @@ type answer struct {
 	empty bool
 	// token, when set, is the bearer token every query must carry.
 	token string
+	// perPod, when set, answers a query grouped by pod as Prometheus
+	// does: one series per Pod its pod=~"..." matcher names, labelled
+	// pod, with perPod's value; a Pod it says nothing of (ok false) has
+	// no series.
+	perPod func(pod string) (value float64, ok bool)
 }
 
-var namespaceMatcher = regexp.MustCompile(`namespace="([^"]+)"`)
+var (
+	namespaceMatcher = regexp.MustCompile(`namespace="([^"]+)"`)
+	podMatcher       = regexp.MustCompile(`pod=~"([^"]*)"`)
+)
+
+// podNamesOfQuery reads the Pod names back from a query's pod=~"..." matcher, as
+// analysis.PodRegex writes them (names joined by |, dots as [.], other
+// characters escaped by regexp.QuoteMeta).
+func podNamesOfQuery(query string) []string {
+	m := podMatcher.FindStringSubmatch(query)
+	if m == nil {
+		return nil
+	}
+	var out []string
+	for _, part := range strings.Split(m[1], "|") {
+		name := strings.ReplaceAll(strings.ReplaceAll(part, "[.]", "."), `\`, "")
+		if name != "a^" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
 
 func newFakePrometheus() *fakePrometheus {
 	p := &fakePrometheus{answers: map[string]answer{}, queries: map[string]int{}}
@@ -166,8 +193,17 @@ func (p *fakePrometheus) query(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	result := []any{}
-	if !a.empty {
-		now := float64(time.Now().UnixMilli()) / 1000
+	now := float64(time.Now().UnixMilli()) / 1000
+	if a.perPod != nil {
+		for _, pod := range podNamesOfQuery(q) {
+			if v, ok := a.perPod(pod); ok {
+				result = append(result, map[string]any{
+					"metric": map[string]string{"pod": pod},
+					"value":  []any{now, strconv.FormatFloat(v, 'g', -1, 64)},
+				})
+			}
+		}
+	} else if !a.empty {
 		result = append(result, map[string]any{
 			"metric": map[string]string{},
 			"value":  []any{now, strconv.FormatFloat(a.value, 'g', -1, 64)},
