@@ -113,10 +113,10 @@ $(CONTROLLER_GEN):
 
 # Packages whose tests need an API server (envtest) or a kwok cluster.
 INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apitest/... ./config/... ./examples/... \
-                    $(wildcard ./test/traffic) $(wildcard ./test/promrunner)
+                    ./test/judgeprom $(wildcard ./test/traffic) $(wildcard ./test/promrunner)
 NODE_PKGS        := ./test/realnode
 E2E_PKGS         := ./test/e2e/... $(wildcard ./test/demo)
-UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|goinstall|release|docs)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
+UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|judgeprom|goinstall|release|docs)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
 
 .PHONY: test
 test: test-assets vet verify-generated test-unit test-install test-release test-integration test-docs test-e2e test-node bench-smoke ## Everything CI runs.

@@ -88,7 +88,7 @@ func Extract(root, file string) ([]Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var (
 		blocks   []Block
 		lastLine string // the last non-blank line outside a block
