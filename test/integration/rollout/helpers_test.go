@@ -598,3 +598,16 @@ func withNote(evs []eventsv1.Event, part string) []eventsv1.Event {
 	}
 	return out
 }
+
+// releasePromoted creates ro, waits until it is Healthy, commits version to
+// its CloneSet and returns the Rollout once it has promoted revision.
+func releasePromoted(t *testing.T, ro *stepwisev1.Rollout, version, revision string) *stepwisev1.Rollout {
+	t.Helper()
+	createRollout(t, ro)
+	eventually(t, ro.Namespace, ro.Name, func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
+	commit(t, ro.Namespace, ro.Spec.WorkloadRef.Name, version)
+	return eventually(t, ro.Namespace, ro.Name, func(g Gomega, ro *stepwisev1.Rollout) {
+		kstatusHealthy(g, ro)
+		g.Expect(ro.Status.StableRevision).To(Equal(revision))
+	})
+}

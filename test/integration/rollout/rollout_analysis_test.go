@@ -183,14 +183,7 @@ func TestBearerTokenIsReadFromItsSecret(t *testing.T) {
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(num(0)))
 	ro.Spec.Analysis = errorRate(1)
 	ro.Spec.Analysis.Metrics[0].Prometheus.BearerTokenSecretRef = &stepwisev1.SecretKeyReference{Name: "prom-token", Key: "token"}
-	createRollout(t, ro)
-	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
-
-	commit(t, ns, "web", "2.0.0")
-	done := eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
-		kstatusHealthy(g, ro)
-		g.Expect(ro.Status.StableRevision).To(Equal("web-2-0-0"))
-	})
+	done := releasePromoted(t, ro, "2.0.0", "web-2-0-0")
 	if len(done.Status.Measurements) != 1 || done.Status.Measurements[0].Phase != stepwisev1.MeasurementSuccessful {
 		t.Errorf("measurements = %+v, want one Successful", done.Status.Measurements)
 	}

@@ -58,14 +58,7 @@ func TestJudgePromotesAnEqualCanaryAndAbortsAWorseOne(t *testing.T) {
 		Compare:  &stepwisev1.CompareSpec{Direction: stepwisev1.CompareIncrease, Tolerance: "0.25", Confidence: "0.98"},
 		Critical: true,
 	}
-	createRollout(t, ro)
-	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
-
-	commit(t, ns, "web", "2.0.0")
-	done := eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
-		kstatusHealthy(g, ro)
-		g.Expect(ro.Status.StableRevision).To(Equal("web-2-0-0"))
-	})
+	done := releasePromoted(t, ro, "2.0.0", "web-2-0-0")
 	if got := measurementsOf(done); got[0] != 2 {
 		t.Errorf("measurements by step = %v, want 2 in step 0", got)
 	}

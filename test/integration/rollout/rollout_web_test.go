@@ -47,14 +47,7 @@ func TestWebMetricPromotesAndAborts(t *testing.T) {
 				SecretKeyRef: &stepwisev1.SecretKeyReference{Name: "web-token", Key: "header"}}}},
 		ThresholdRange: &stepwisev1.ThresholdRange{Max: "0.01"},
 	}
-	createRollout(t, ro)
-	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
-
-	commit(t, ns, "web", "2.0.0")
-	done := eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
-		kstatusHealthy(g, ro)
-		g.Expect(ro.Status.StableRevision).To(Equal("web-2-0-0"))
-	})
+	done := releasePromoted(t, ro, "2.0.0", "web-2-0-0")
 	if got := measurementsOf(done); got[0] != 2 || got[1] != 2 {
 		t.Errorf("measurements by step = %v, want 2 in each step", got)
 	}
