@@ -202,6 +202,8 @@ type StepAnalysis struct {
 // spec.analysis whatever it leaves unset.
 // +kubebuilder:validation:XValidation:rule="!has(self.count) || !has(self.failureLimit) || self.failureLimit < self.count",message="analysis.failureLimit must be less than analysis.count, or the analysis could never fail"
 // +kubebuilder:validation:XValidation:rule="!has(self.templates) || self.templates.all(t, self.templates.exists_one(u, u.name == t.name && (has(u.clusterScope) && u.clusterScope) == (has(t.clusterScope) && t.clusterScope)))",message="analysis.templates must not name the same template twice"
+// +kubebuilder:validation:XValidation:rule="!has(self.background)",message="analysis.background is not implemented yet: this Stepwise would never measure it; measure in each step's analysis (spec.analysis.metrics, or a step's own) instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.postPromotion)",message="analysis.postPromotion is not implemented yet: this Stepwise would never measure it or roll back after promotion; analyse the last step before 100% instead"
 type AnalysisSpec struct {
 	// Interval between measurements. Defaults to 30s.
 	// +optional
