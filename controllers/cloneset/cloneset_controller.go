@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -202,17 +201,6 @@ type syncRound struct {
 	isUpdating func(*corev1.Pod) bool
 	// podActions are the round's Pod writes, told once the round ends.
 	podActions podActions
-	// mu guards findings and podActions while the round's Pod writes run
-	// at once (podWrites).
-	mu sync.Mutex
-}
-
-// locked runs record, which changes the round's findings or podActions,
-// under the round's lock.
-func (round *syncRound) locked(record func()) {
-	round.mu.Lock()
-	defer round.mu.Unlock()
-	record()
 }
 
 // podCounts counts the round's Pods once; sync (for its requeue) and the

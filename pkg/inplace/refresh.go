@@ -40,20 +40,6 @@ type RefreshResult struct {
 	Err          error
 }
 
-// Pending says, without writing, what Refresh would do with pod now:
-// whether it would write (or find the records corrupt), and, if not, when
-// to look at the Pod again. A caller that bounds or parallelises its writes
-// asks it first, so that only the Pods with something to write cost a
-// Refresh. Like Refresh, it remembers a settled Pod.
-func (e *Engine) Pending(pod *corev1.Pod) (writes bool, delay time.Duration) {
-	now := e.clock.Now()
-	plan := planRefresh(pod, now, e.settled.has(pod, now))
-	if plan.settled {
-		e.settled.add(pod, now)
-	}
-	return plan.action != refreshNothing || plan.corrupt != nil, plan.delay
-}
-
 // Refresh advances the in-place update of pod by at most one write:
 //
 //   - grace period over: patch the waiting images and drop the grace record;
