@@ -120,7 +120,7 @@ E2E_PKGS         := ./test/e2e/... $(wildcard ./test/demo)
 UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|goinstall|release|gitops)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
 
 .PHONY: test
-test: test-assets vet verify-generated test-unit test-install test-release test-integration test-e2e test-node bench-smoke ## Everything CI runs.
+test: test-assets vet verify-generated test-unit test-install test-release test-integration test-e2e test-gitops test-node bench-smoke ## Everything CI runs.
 
 .PHONY: vet
 vet:

@@ -45,6 +45,9 @@ type governance struct {
 	// gone names the Rollout that governed the CloneSet (status.rollout)
 	// when it no longer does.
 	gone string
+	// stable is the governing Rollout's status.stableRevision: the
+	// revision it last promoted.
+	stable string
 	// routesTraffic is true when the governing Rollout moves a Gateway's
 	// traffic with its steps (spec.trafficRouting).
 	routesTraffic bool
@@ -82,7 +85,7 @@ func governanceOf(cs *stepwisev1.CloneSet, rollouts []stepwisev1.Rollout) govern
 	}
 	g := governance{known: true}
 	if ro := stepwisev1.Claimant(naming); ro != nil {
-		g.rollout, g.grant = ro.Name, ro.Status.PartitionGrant
+		g.rollout, g.grant, g.stable = ro.Name, ro.Status.PartitionGrant, ro.Status.StableRevision
 		g.routesTraffic = ro.Spec.TrafficRouting != nil
 	}
 	if prev := cs.Status.Rollout; prev != nil && prev.Name != g.rollout {
@@ -171,6 +174,20 @@ func (g governance) awaiting(updateRevision string) string {
 		return ""
 	}
 	return fmt.Sprintf("revision %s waits for Rollout %s to acknowledge it: no Pod moves to it before", updateRevision, g.rollout)
+}
+
+// releasing is the Reconciling message while the governing Rollout moves
+// Pods to the update revision it has not promoted yet; empty otherwise.
+// Held where the grant says, the CloneSet would otherwise read as Current
+// (kstatus) mid-release, and a Flux `wait` passed on it while the Rollout
+// was still at its first step (issue 36). A grant holding every Pod back
+// (an aborted release, a pause in git) is not a release in progress: the
+// Rollout itself then reads as Failed or Suspended.
+func (g governance) releasing(updateRevision string) string {
+	if g.rollout == "" || !g.acknowledged(updateRevision) || g.stable == updateRevision || g.grant.Partition == holdAll {
+		return ""
+	}
+	return fmt.Sprintf("revision %s is being released by Rollout %s (partition %s) and is not promoted yet", updateRevision, g.rollout, g.grant.Partition.String())
 }
 
 func describePartition(p *intstr.IntOrString) string {
