@@ -217,7 +217,9 @@ func cloneSetOf(_ context.Context, obj client.Object) []reconcile.Request {
 }
 
 // governorChanged lets through what can change a CloneSet's governance: a
-// Rollout created or deleted, its grant, or its deletion starting.
+// Rollout created or deleted, its grant, its stable revision (the
+// promotion that ends the CloneSet's AwaitingRollout, see releasing), or
+// its deletion starting.
 var governorChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, okB := e.ObjectOld.(*stepwisev1.Rollout)
@@ -226,6 +228,7 @@ var governorChanged = predicate.Funcs{
 			return false
 		}
 		return !apiequality.Semantic.DeepEqual(before.Status.PartitionGrant, after.Status.PartitionGrant) ||
+			before.Status.StableRevision != after.Status.StableRevision ||
 			before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
 	},
 }

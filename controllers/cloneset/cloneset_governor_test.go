@@ -8,6 +8,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
@@ -169,5 +170,21 @@ func TestReleasing(t *testing.T) {
 				t.Errorf("message %q does not name the Rollout", msg)
 			}
 		})
+	}
+}
+
+// TestGovernorChangedOnPromotion: the promotion changes only the Rollout's
+// stable revision (the grant stays {revision, 0}), and the CloneSet must
+// hear of it to stop reporting AwaitingRollout.
+func TestGovernorChangedOnPromotion(t *testing.T) {
+	grant := &stepwisev1.PartitionGrant{Revision: "web-2", Partition: intstr.FromInt32(0)}
+	before := &stepwisev1.Rollout{Status: stepwisev1.RolloutStatus{StableRevision: "web-1", PartitionGrant: grant}}
+	after := before.DeepCopy()
+	if governorChanged.Update(event.UpdateEvent{ObjectOld: before, ObjectNew: after}) {
+		t.Error("an unchanged Rollout passed the predicate")
+	}
+	after.Status.StableRevision = "web-2"
+	if !governorChanged.Update(event.UpdateEvent{ObjectOld: before, ObjectNew: after}) {
+		t.Error("the promotion (stable revision web-1 to web-2) did not pass the predicate")
 	}
 }
