@@ -214,6 +214,8 @@ func TestArgoCD(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kwok cluster, Prometheus, redis-server and Argo CD")
 	}
+	// Each tool has a bed of its own; side by side they take the time of one.
+	t.Parallel()
 	b := newBed(t, "argocd")
 	r := startGitServer(t).newRepo(t, "stepwise")
 	first := r.commit("web 6.7.0 with its Rollout", appFiles(t, b.root, "6.7.0", b.prom.URL()))

@@ -111,6 +111,8 @@ func TestFlux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kwok cluster, Prometheus and Flux")
 	}
+	// Each tool has a bed of its own; side by side they take the time of one.
+	t.Parallel()
 	b := newBed(t, "source-controller", "kustomize-controller")
 	r := startGitServer(t).newRepo(t, "stepwise")
 	first := r.commit("web 6.7.0 with its Rollout", appFiles(t, b.root, "6.7.0", b.prom.URL()))

@@ -105,6 +105,9 @@ func rolloutFile(t *testing.T, root, promURL string) []byte {
 	set(t, ro, steps, "spec", "steps")
 	set(t, ro, "1s", "spec", "analysis", "interval")
 	set(t, ro, int64(2), "spec", "analysis", "count")
+	// Prometheus scrapes every second here (the default margin, 30s, is
+	// for a 10s-15s scrape interval).
+	set(t, ro, "4s", "spec", "analysis", "scrapeMargin")
 	metrics, _, _ := unstructured.NestedSlice(ro.Object, "spec", "analysis", "metrics")
 	for _, m := range metrics {
 		p := m.(map[string]any)["prometheus"].(map[string]any)
