@@ -202,9 +202,10 @@ func (a *argoCD) status(ctx context.Context) toolStatus {
 		notHealthy = append(notHealthy, fmt.Sprintf("%s/%s %s: %s", m["kind"], m["name"], h["status"], msg))
 	}
 	return toolStatus{
-		ready:    sync == "Synced" && health == "Healthy",
-		revision: rev,
-		text:     fmt.Sprintf("%s %s %s op=%s [%s]", sync, health, short(rev), op, strings.Join(notHealthy, "; ")),
+		ready:      sync == "Synced" && health == "Healthy",
+		settledBad: sync != "Synced" || health != "Healthy",
+		revision:   rev,
+		text:       fmt.Sprintf("%s %s %s op=%s [%s]", sync, health, short(rev), op, strings.Join(notHealthy, "; ")),
 	}
 }
 

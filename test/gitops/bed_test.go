@@ -230,7 +230,11 @@ type sample struct {
 type toolStatus struct {
 	ready    bool   // Kustomization Ready=True / Application Synced and Healthy
 	revision string // the git commit the verdict is about
-	text     string
+	// settledBad: the tool reports a failure or a difference from git
+	// (Flux Ready=False, Argo CD OutOfSync or not Healthy); Flux's
+	// Ready=Unknown while each interval's reconcile runs is not one.
+	settledBad bool
+	text       string
 }
 
 // recorder samples the tool and the app while a story runs, keeping the

@@ -99,9 +99,10 @@ func (f *flux) status(ctx context.Context) toolStatus {
 		rev = applied
 	}
 	return toolStatus{
-		ready:    st == string(metav1.ConditionTrue),
-		revision: rev[strings.LastIndex(rev, ":")+1:],
-		text:     fmt.Sprintf("Ready=%s %s %s (%s)", st, reason, short(rev[strings.LastIndex(rev, ":")+1:]), msg),
+		ready:      st == string(metav1.ConditionTrue),
+		settledBad: st == string(metav1.ConditionFalse),
+		revision:   rev[strings.LastIndex(rev, ":")+1:],
+		text:       fmt.Sprintf("Ready=%s %s %s (%s)", st, reason, short(rev[strings.LastIndex(rev, ":")+1:]), msg),
 	}
 }
 

@@ -176,8 +176,8 @@ func storyPartitionInGit(t *testing.T, s *stand) {
 	t1 := time.Now()
 	s.holdSteady(t, 25*time.Second)
 	for _, x := range s.rec.since(t1) {
-		if !x.tool.ready {
-			t.Errorf("%s left ready after the release with the partition in git: %s", s.tool, x.line())
+		if x.tool.settledBad {
+			t.Errorf("%s reported a failure or drift after the release with the partition in git: %s", s.tool, x.line())
 		}
 	}
 	ro := &stepwisev1.Rollout{}
