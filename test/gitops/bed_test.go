@@ -36,6 +36,9 @@ const (
 	badTag = "6.7.2"
 )
 
+// startingCluster serializes the start of the tools' clusters.
+var startingCluster sync.Mutex
+
 // bed is one kwok cluster with the Stepwise manager (internal/manager, as
 // cmd/manager runs it, with the shipped RBAC), a traffic simulator for
 // every Pod and Prometheus scraping it, and the GitOps tools' CRDs.
@@ -65,7 +68,11 @@ func newBed(t *testing.T, assets ...string) *bed {
 			t.Fatalf("%v: run make gitops-assets", err)
 		}
 	}
+	// One cluster starts at a time: two kwokctl clusters created at the same
+	// moment were seen to take the same port.
+	startingCluster.Lock()
 	cluster := kwokcluster.StartForTest(t, kwokcluster.Options{Nodes: 1})
+	startingCluster.Unlock()
 	if err := cluster.InstallCRDs(t.Context(), filepath.Join(bin, "gitops-crds")); err != nil {
 		t.Fatal(err)
 	}
