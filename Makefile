@@ -164,7 +164,7 @@ gitops-assets: ## Build real Flux (source-, kustomize-controller) and Argo CD fr
 test-gitops: test-assets gitops-assets ## Real Flux and real Argo CD apply Stepwise's examples from a git server on 127.0.0.1 to a kwok cluster (git and redis-server from Debian); prints where the full log is.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-gitops.XXXXXX)"; log="$$dir/gitops.log"; \
 	echo "full gitops log: $$log"; trap 'echo "full gitops log: $$log"' EXIT; \
-	go test -count=1 -p 1 ./test/gitops -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_GITOPS_LOG_DIR="$$dir/gitops-tools" go test -count=1 -p 1 ./test/gitops -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: test-node
 test-node: test-assets node-assets release ## Stepwise installed from the release in DIST (its image tarball, install.yaml, the chart) on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).

@@ -70,9 +70,12 @@ func newBed(t *testing.T, assets ...string) *bed {
 	}
 	// One cluster starts at a time: two kwokctl clusters created at the same
 	// moment were seen to take the same port.
-	startingCluster.Lock()
-	cluster := kwokcluster.StartForTest(t, kwokcluster.Options{Nodes: 1})
-	startingCluster.Unlock()
+	cluster := func() *kwokcluster.Cluster {
+		startingCluster.Lock()
+		// Unlocked also when StartForTest fails the test (runtime.Goexit).
+		defer startingCluster.Unlock()
+		return kwokcluster.StartForTest(t, kwokcluster.Options{Nodes: 1})
+	}()
 	if err := cluster.InstallCRDs(t.Context(), filepath.Join(bin, "gitops-crds")); err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,9 @@ func (p *process) exited() bool {
 	}
 }
 
-// logDir keeps the tools' logs: $LOG_DIR when set (make test-gitops, .ci/run), else the test's temporary directory.
+// logDir keeps the tools' logs: $STEPWISE_GITOPS_LOG_DIR when set (make
+// test-gitops sets it beside its own log), else the test's temporary
+// directory.
 func logDir(t *testing.T) string {
 	if d := os.Getenv("STEPWISE_GITOPS_LOG_DIR"); d != "" {
 		if err := os.MkdirAll(d, 0o755); err == nil {
