@@ -191,6 +191,9 @@ func (a *argoCD) status(ctx context.Context) toolStatus {
 	resources, _, _ := unstructured.NestedSlice(u.Object, "status", "resources")
 	for _, r := range resources {
 		m, _ := r.(map[string]any)
+		if st, _ := m["status"].(string); st != "" && st != "Synced" {
+			notHealthy = append(notHealthy, fmt.Sprintf("%s/%s %s", m["kind"], m["name"], st))
+		}
 		h, _ := m["health"].(map[string]any)
 		if h == nil || h["status"] == "Healthy" {
 			continue
@@ -221,5 +224,5 @@ func TestArgoCD(t *testing.T) {
 	r := startGitServer(t).newRepo(t, "stepwise")
 	first := r.commit("web 6.7.0 with its Rollout", appFiles(t, b.root, "6.7.0", b.prom.URL()))
 	a := startArgoCD(t, b, r)
-	runStories(t, &stand{bed: b, repo: r, ns: a.dest, status: a.status, tool: "Argo CD", first: first})
+	runStories(t, &stand{bed: b, repo: r, ns: a.dest, status: a.status, tool: "Argo CD", interval: 5 * time.Second, first: first})
 }

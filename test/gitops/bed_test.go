@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,6 +80,9 @@ func newBed(t *testing.T, assets ...string) *bed {
 	if err := cluster.InstallCRDs(t.Context(), filepath.Join(bin, "gitops-crds")); err != nil {
 		t.Fatal(err)
 	}
+	// Before the manager starts, which watches routes only if their CRD
+	// exists then (story 6).
+	installGatewayAPI(t, cluster)
 	c, err := harness.NewClient(cluster.RESTConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +169,12 @@ type appState struct {
 	// kstatus's inputs: the Rollout's and the CloneSet's Reconciling and
 	// Stalled conditions ("R" and "S" when True).
 	rolloutConds, cloneSetConds string
+	// route is what HTTPRoute web's rule app sends where ("" without the
+	// route); canaryWeight the weight of web-canary in it (0 when absent).
+	route        string
+	canaryWeight int64
+	// trafficConflict is the Rollout's TrafficConflict message while True.
+	trafficConflict string
 }
 
 // promoted: the Rollout is Healthy on the CloneSet's update revision.
@@ -185,7 +195,14 @@ func (s appState) String() string {
 	if s.stable != s.update {
 		stable = "new revision"
 	}
-	return fmt.Sprintf("rollout %s step %s (%s, %s)%s cloneset%s pods [%s]", s.phase, s.step, s.reason, stable, s.rolloutConds, s.cloneSetConds, strings.Join(images, " "))
+	line := fmt.Sprintf("rollout %s step %s (%s, %s)%s cloneset%s pods [%s]", s.phase, s.step, s.reason, stable, s.rolloutConds, s.cloneSetConds, strings.Join(images, " "))
+	if s.route != "" {
+		line += " route " + s.route
+	}
+	if s.trafficConflict != "" {
+		line += " [TrafficConflict " + s.trafficConflict + "]"
+	}
+	return line
 }
 
 func (b *bed) app(ctx context.Context, ns string) appState {
@@ -200,6 +217,12 @@ func (b *bed) app(ctx context.Context, ns string) appState {
 		if ro.Status.CurrentStepIndex != nil {
 			s.step = fmt.Sprint(*ro.Status.CurrentStepIndex + 1)
 		}
+		if c := apimeta.FindStatusCondition(ro.Status.Conditions, stepwisev1.TrafficConflictCondition); c != nil && c.Status == metav1.ConditionTrue {
+			s.trafficConflict = c.Message
+		}
+	}
+	if r, err := b.get(ctx, httpRouteGVK, ns, "web"); err == nil {
+		s.route, s.canaryWeight = routeBackends(r)
 	}
 	cs := &stepwisev1.CloneSet{}
 	if err := b.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, cs); err == nil {

@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 var (
@@ -106,6 +109,20 @@ func (f *flux) status(ctx context.Context) toolStatus {
 	}
 }
 
+// setTimeout sets the Kustomization's timeout (a merge patch, as
+// `kubectl patch` would).
+func (f *flux) setTimeout(t *testing.T, d string) {
+	t.Helper()
+	ks := &unstructured.Unstructured{}
+	ks.SetGroupVersionKind(kustomizationGVK)
+	ks.SetNamespace(fluxNamespace)
+	ks.SetName("web")
+	patch := []byte(`{"spec":{"timeout":"` + d + `"}}`)
+	if err := f.bed.client.Patch(t.Context(), ks, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFlux runs the stories with real Flux: each starts where the one
 // before left the repository and the cluster.
 func TestFlux(t *testing.T) {
@@ -118,5 +135,5 @@ func TestFlux(t *testing.T) {
 	r := startGitServer(t).newRepo(t, "stepwise")
 	first := r.commit("web 6.7.0 with its Rollout", appFiles(t, b.root, "6.7.0", b.prom.URL()))
 	f := startFlux(t, b, r)
-	runStories(t, &stand{bed: b, repo: r, ns: f.ns, status: f.status, tool: "Flux", first: first})
+	runStories(t, &stand{bed: b, repo: r, ns: f.ns, status: f.status, tool: "Flux", interval: 10 * time.Second, setTimeout: f.setTimeout, first: first})
 }

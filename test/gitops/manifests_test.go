@@ -90,12 +90,19 @@ func appFiles(t *testing.T, root, tag, promURL string) map[string][]byte {
 	}
 	cs = bytes.ReplaceAll(cs, []byte(exampleImage), []byte(imageRepo+":"+tag))
 	cs = bytes.ReplaceAll(cs, []byte("gracePeriodSeconds: 10"), []byte("gracePeriodSeconds: 1"))
-	return map[string][]byte{cloneSetPath: cs, rolloutPath: rolloutFile(t, root, promURL)}
+	return map[string][]byte{cloneSetPath: cs, rolloutPath: rolloutFile(t, root, rolloutPath, promURL)}
 }
 
-func rolloutFile(t *testing.T, root, promURL string) []byte {
+// rolloutFile is the Rollout of file path with the test's times and
+// Prometheus.
+func rolloutFile(t *testing.T, root, path, promURL string) []byte {
 	t.Helper()
-	ro := doc(t, root, rolloutPath, "web")
+	return toYAML(t, shortRollout(t, root, path, promURL))
+}
+
+func shortRollout(t *testing.T, root, path, promURL string) *unstructured.Unstructured {
+	t.Helper()
+	ro := doc(t, root, path, "web")
 	steps, _, _ := unstructured.NestedSlice(ro.Object, "spec", "steps")
 	for _, s := range steps {
 		if p, ok := s.(map[string]any)["pause"].(map[string]any); ok && p["duration"] != nil {
@@ -115,5 +122,5 @@ func rolloutFile(t *testing.T, root, promURL string) []byte {
 		p["query"] = strings.ReplaceAll(p["query"].(string), `status=~"5.."`, `code=~"5.."`)
 	}
 	set(t, ro, metrics, "spec", "analysis", "metrics")
-	return toYAML(t, ro)
+	return ro
 }

@@ -25,8 +25,15 @@ type stand struct {
 	ns     string // the app's namespace
 	status func(context.Context) toolStatus
 	tool   string
-	first  string // the first commit, applied before the stories
-	rec    *recorder
+	// interval is how often the tool applies git again (Flux) or compares
+	// with it (Argo CD).
+	interval time.Duration
+	// setTimeout, for Flux, sets how long the Kustomization waits for
+	// health before it fails and retries (re-applying git) every
+	// retryInterval.
+	setTimeout func(t *testing.T, d string)
+	first      string // the first commit, applied before the stories
+	rec        *recorder
 	// tag is the image tag git holds now.
 	tag string
 }
@@ -48,6 +55,7 @@ func runStories(t *testing.T, s *stand) {
 		{"7-Drift", storyDrift},
 		{"5-Prune", storyPrune},
 		{"4-PlanFromGit", storyPlan},
+		{"6-Traffic", storyTraffic},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.run(t, s) }) {
 			return
