@@ -6,9 +6,13 @@
 // 127.0.0.1. They pull from a git smart-HTTP server the test starts (git
 // http-backend behind net/http/cgi), holding a repository the test commits
 // to with the git CLI. The manifests are the repository's own:
-// examples/rollout, examples/flux and examples/argocd, loaded from their
-// files; the test changes only what a team would (the image tag, the
+// examples/rollout, examples/traffic, examples/flux and examples/argocd,
+// loaded from their files; the test changes only what a team would (the image tag, the
 // repository URL, and step and analysis times short enough for a test).
+//
+// Story 6 (traffic) adds the Gateway API CRDs and a stand-in Gateway
+// controller that marks routes Accepted: kwok has no data plane, and no
+// request is sent to any Pod.
 //
 // Each story logs its timeline (git commit, the tool's status, the
 // Rollout's phase and step, Pods per image), which is what a user sees.
