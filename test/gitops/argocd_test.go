@@ -187,6 +187,7 @@ func (a *argoCD) status(ctx context.Context) toolStatus {
 	rev, _, _ := unstructured.NestedString(u.Object, "status", "sync", "revision")
 	health, _, _ := unstructured.NestedString(u.Object, "status", "health", "status")
 	op, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "phase")
+	reconciled, _, _ := unstructured.NestedString(u.Object, "status", "reconciledAt")
 	var notHealthy []string
 	resources, _, _ := unstructured.NestedSlice(u.Object, "status", "resources")
 	for _, r := range resources {
@@ -209,6 +210,7 @@ func (a *argoCD) status(ctx context.Context) toolStatus {
 		settledBad: sync != "Synced" || health != "Healthy",
 		revision:   rev,
 		text:       fmt.Sprintf("%s %s %s op=%s [%s]", sync, health, short(rev), op, strings.Join(notHealthy, "; ")),
+		pass:       reconciled,
 	}
 }
 

@@ -268,6 +268,10 @@ type toolStatus struct {
 	// Ready=Unknown while each interval's reconcile runs is not one.
 	settledBad bool
 	text       string
+	// pass changes each time the tool starts applying git again (Flux: a
+	// reconcile starts) or compares with it (Argo CD: reconciledAt); it is
+	// not part of the timeline.
+	pass string
 }
 
 // recorder samples the tool and the app while a story runs, keeping the
@@ -275,9 +279,12 @@ type toolStatus struct {
 type recorder struct {
 	mu      sync.Mutex
 	samples []sample
-	commit  string
-	stop    chan struct{}
-	done    chan struct{}
+	// passes are the moments the tool's pass changed.
+	passes   []time.Time
+	lastPass string
+	commit   string
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 func record(t *testing.T, b *bed, ns string, tool func(context.Context) toolStatus) *recorder {
@@ -291,6 +298,10 @@ func record(t *testing.T, b *bed, ns string, tool func(context.Context) toolStat
 			s := sample{at: time.Now(), tool: ts, app: b.app(t.Context(), ns)}
 			r.mu.Lock()
 			s.commit = r.commit
+			if ts.pass != "" && ts.pass != r.lastPass {
+				r.lastPass = ts.pass
+				r.passes = append(r.passes, s.at)
+			}
 			if n := len(r.samples); n == 0 || r.samples[n-1].line() != s.line() {
 				r.samples = append(r.samples, s)
 			}
@@ -341,6 +352,19 @@ func (r *recorder) since(t0 time.Time) []sample {
 	return slices.Clone(r.samples[i:])
 }
 
+// passesBetween counts the tool's passes from a to b.
+func (r *recorder) passesBetween(a, b time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.passes {
+		if p.After(a) && !p.After(b) {
+			n++
+		}
+	}
+	return n
+}
+
 func logTimeline(t *testing.T, samples []sample) {
 	t.Helper()
 	if len(samples) == 0 {
@@ -356,18 +380,21 @@ func logTimeline(t *testing.T, samples []sample) {
 
 // condition returns the status, reason and message of a condition of u.
 func condition(u *unstructured.Unstructured, typ string) (string, string, string) {
+	m := conditionMap(u, typ)
+	s, _ := m["status"].(string)
+	r, _ := m["reason"].(string)
+	msg, _ := m["message"].(string)
+	return s, r, msg
+}
+
+func conditionMap(u *unstructured.Unstructured, typ string) map[string]any {
 	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range raw {
-		m, ok := c.(map[string]any)
-		if !ok || m["type"] != typ {
-			continue
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
 		}
-		s, _ := m["status"].(string)
-		r, _ := m["reason"].(string)
-		msg, _ := m["message"].(string)
-		return s, r, msg
 	}
-	return "", "", ""
+	return nil
 }
 
 // kconds shows the conditions kstatus reads: [R] Reconciling, [S] Stalled,

@@ -101,11 +101,18 @@ func (f *flux) status(ctx context.Context) toolStatus {
 	if st == "True" {
 		rev = applied
 	}
+	// Each reconcile (an apply of git) starts by setting Ready Unknown,
+	// reason Progressing.
+	pass := ""
+	if reason == "Progressing" {
+		pass, _ = conditionMap(u, "Ready")["lastTransitionTime"].(string)
+	}
 	return toolStatus{
 		ready:      st == string(metav1.ConditionTrue),
 		settledBad: st == string(metav1.ConditionFalse),
 		revision:   rev[strings.LastIndex(rev, ":")+1:],
 		text:       fmt.Sprintf("Ready=%s %s %s (%s)", st, reason, short(rev[strings.LastIndex(rev, ":")+1:]), msg),
+		pass:       pass,
 	}
 }
 
