@@ -70,16 +70,6 @@ func startProcessAs(t *testing.T, name, binary, as string, env []string, args ..
 	return p
 }
 
-// exited reports whether the process is gone.
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // logDir keeps the tools' logs: $STEPWISE_GITOPS_LOG_DIR when set (make
 // test-gitops sets it beside its own log), else the test's temporary
 // directory.

@@ -112,7 +112,7 @@ func (s *stand) releaseEdited(t *testing.T, tag string, edit func([]byte) []byte
 		if x.tool.revision == commit && !x.tool.ready {
 			sawInProgress = true
 		}
-		if x.tool.ready && x.tool.revision == commit && !(x.app.promoted() && x.app.onlyImage(s.image(), replicas)) {
+		if x.tool.ready && x.tool.revision == commit && (!x.app.promoted() || !x.app.onlyImage(s.image(), replicas)) {
 			t.Errorf("%s reported commit %s ready before the Rollout promoted it: %s", s.tool, short(commit), x.line())
 		}
 	}
