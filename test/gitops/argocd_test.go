@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 var (
@@ -214,6 +216,32 @@ func (a *argoCD) status(ctx context.Context) toolStatus {
 	}
 }
 
+// ignoreRoute sets the Application's ignoreDifferences to the example's,
+// with (on) or without its HTTPRoute rule (a merge patch, as `kubectl
+// patch` would).
+func (a *argoCD) ignoreRoute(t *testing.T, on bool) {
+	t.Helper()
+	app := doc(t, a.bed.root, "examples/argocd/application.yaml", "web")
+	rules, _, _ := unstructured.NestedSlice(app.Object, "spec", "ignoreDifferences")
+	var keep []any
+	for _, r := range rules {
+		if on || r.(map[string]any)["kind"] != "HTTPRoute" {
+			keep = append(keep, r)
+		}
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"ignoreDifferences": keep}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(applicationGVK)
+	u.SetNamespace(a.ns)
+	u.SetName("web")
+	if err := a.bed.client.Patch(t.Context(), u, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestArgoCD runs the stories with real Argo CD: each starts where the one
 // before left the repository and the cluster.
 func TestArgoCD(t *testing.T) {
@@ -226,5 +254,5 @@ func TestArgoCD(t *testing.T) {
 	r := startGitServer(t).newRepo(t, "stepwise")
 	first := r.commit("web 6.7.0 with its Rollout", appFiles(t, b.root, "6.7.0", b.prom.URL()))
 	a := startArgoCD(t, b, r)
-	runStories(t, &stand{bed: b, repo: r, ns: a.dest, status: a.status, tool: "Argo CD", interval: 5 * time.Second, first: first})
+	runStories(t, &stand{bed: b, repo: r, ns: a.dest, status: a.status, tool: "Argo CD", interval: 5 * time.Second, ignoreRoute: a.ignoreRoute, first: first})
 }

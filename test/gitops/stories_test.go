@@ -32,8 +32,11 @@ type stand struct {
 	// health before it fails and retries (re-applying git) every
 	// retryInterval.
 	setTimeout func(t *testing.T, d string)
-	first      string // the first commit, applied before the stories
-	rec        *recorder
+	// ignoreRoute, for Argo CD, takes the route's ignore rule out of the
+	// Application (false) or puts it back (true).
+	ignoreRoute func(t *testing.T, on bool)
+	first       string // the first commit, applied before the stories
+	rec         *recorder
 	// tag is the image tag git holds now.
 	tag string
 }

@@ -197,7 +197,9 @@ func acceptRoutes(ctx context.Context, c client.Client, ns string) {
 // (examples/traffic). During a release the tool never writes git's rule
 // over the Rollout's weights, however many intervals pass while a step
 // holds them, and once the release is promoted the tool sees no difference
-// from git: the route and the Service are git's again.
+// from git: the route and the Service are git's again. Then git changes
+// the route's rules, which the tool applies (Argo CD only with the route's
+// ignore rule out of the Application, as docs/gitops.md says).
 func storyTraffic(t *testing.T, s *stand) {
 	startGateway(t, s.bed, s.ns)
 	t0 := time.Now()
@@ -282,6 +284,70 @@ func storyTraffic(t *testing.T, s *stand) {
 	}
 	logTimeline(t, s.rec.since(t1))
 
+	// Between releases the route is git's to change, the ignored rule
+	// included: Flux applies a new match of rule app. Argo CD does not
+	// while the route's ignore rule is there: with RespectIgnoreDifferences
+	// a sync takes the ignored rule's list whole from the cluster (a JSON
+	// merge patch replaces lists), so the route stays OutOfSync and
+	// self-heal syncs it in vain; taken out of the Application for that
+	// sync, git's route is applied, and it goes back before the next
+	// release.
+	t2 := time.Now()
+	route := s.repo.read(routePath)
+	const oldPath, newPath = "        value: /\n", "        value: /shop\n"
+	if !strings.Contains(string(route), oldPath) {
+		t.Fatalf("%s has no match on path /", routePath)
+	}
+	c = s.repo.commit("web: route /shop", map[string][]byte{routePath: []byte(strings.Replace(string(route), oldPath, newPath, 1))})
+	s.rec.committed(c)
+	routePathNow := func() string {
+		r, err := s.bed.get(t.Context(), httpRouteGVK, s.ns, "web")
+		if err != nil {
+			return err.Error()
+		}
+		return rulePath(r)
+	}
+	if s.ignoreRoute != nil {
+		eventually(t, s.tool+" to compare the route commit", func() (bool, string) {
+			ts := s.status(t.Context())
+			return ts.revision == c && s.rec.passesBetween(t2, time.Now()) >= 3, ts.text
+		})
+		s.holdSteady(t, 3*s.interval)
+		if got := routePathNow(); got != "/" {
+			t.Errorf("%s applied the route's new match with the ignore rule in place (%s): the docs say it does not", s.tool, got)
+		}
+		s.ignoreRoute(t, false)
+	}
+	applied := func() (bool, string) {
+		ts := s.status(t.Context())
+		path := routePathNow()
+		return ts.ready && ts.revision == c && path == "/shop", ts.text + " | path " + path
+	}
+	eventually(t, s.tool+" to apply the route's new match", applied)
+	if s.ignoreRoute != nil {
+		s.ignoreRoute(t, true)
+		s.holdSteady(t, 2*s.interval)
+		eventually(t, s.tool+" to stay Synced on git's route with the ignore rule back", applied)
+	}
+	logTimeline(t, s.rec.since(t2))
+}
+
+// rulePath is the path of rule app's first match.
+func rulePath(r *unstructured.Unstructured) string {
+	rules, _, _ := unstructured.NestedSlice(r.Object, "spec", "rules")
+	for _, rule := range rules {
+		m, _ := rule.(map[string]any)
+		if m["name"] != "app" {
+			continue
+		}
+		matches, _ := m["matches"].([]any)
+		if len(matches) == 0 {
+			return ""
+		}
+		v, _, _ := unstructured.NestedString(matches[0].(map[string]any), "path", "value")
+		return v
+	}
+	return ""
 }
 
 // dumpTraffic logs the route, the stable Service (with their field
