@@ -11,6 +11,7 @@ CRI_TOOLS_VERSION       ?= v1.37.0
 CNI_PLUGINS_VERSION     ?= v1.10.0
 # Kubernetes v1.37.2 and etcd v3.6.16 are pinned in hack/kube/go.mod and hack/etcd/go.mod;
 # Traefik v3.6.12 (the real node's Gateway API data plane) in hack/traefik/go.mod.
+# Flux v1.9.6 and Argo CD v3.2.6 (test/gitops) in hack/gitops/versions.
 
 SHELL          := /bin/bash
 .SHELLFLAGS    := -o pipefail -ec
@@ -116,10 +117,12 @@ INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apite
                     ./test/judgeprom $(wildcard ./test/traffic) $(wildcard ./test/promrunner)
 NODE_PKGS        := ./test/realnode
 E2E_PKGS         := ./test/e2e/... $(wildcard ./test/demo)
-UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|judgeprom|goinstall|release|docs)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
+UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|judgeprom|goinstall|release|docs|gitops)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
 
 .PHONY: test
-test: test-assets vet verify-generated test-unit test-install test-release test-integration test-docs test-e2e test-node bench-smoke ## Everything CI runs.
+# gitops-assets comes first: the examples' dry run (test-integration) checks
+# the Flux and Argo CD kinds against the CRDs it puts in bin/gitops-crds.
+test: test-assets gitops-assets vet verify-generated test-unit test-install test-release test-integration test-docs test-e2e test-gitops test-node bench-smoke ## Everything CI runs.
 
 .PHONY: vet
 vet:
@@ -158,6 +161,16 @@ test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC,
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-e2e.XXXXXX)"; log="$$dir/e2e.log"; \
 	echo "full e2e log: $$log"; trap 'echo "full e2e log: $$log"' EXIT; \
 	go test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
+
+.PHONY: gitops-assets
+gitops-assets: ## Build real Flux (source-, kustomize-controller) and Argo CD from the module proxy into bin/, with their CRDs (skips what exists; about 15 minutes cold).
+	hack/gitops-assets.sh
+
+.PHONY: test-gitops
+test-gitops: test-assets gitops-assets ## Real Flux and real Argo CD apply Stepwise's examples from a git server on 127.0.0.1 to a kwok cluster (git and redis-server from Debian); prints where the full log is.
+	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-gitops.XXXXXX)"; log="$$dir/gitops.log"; \
+	echo "full gitops log: $$log"; trap 'echo "full gitops log: $$log"' EXIT; \
+	STEPWISE_GITOPS_LOG_DIR="$$dir/gitops-tools" go test -count=1 -p 1 ./test/gitops -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: test-node
 test-node: test-assets node-assets release ## Stepwise installed from the release in DIST (its image tarball, install.yaml, the chart) on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).

@@ -1,8 +1,8 @@
 // Package examples_test keeps the manifests under examples/ working: every
-// object under examples/basic and examples/rollout must decode strictly
-// into its Go type and be accepted by a real API server with the Stepwise
-// CRDs (schema and CEL rules), and the Flux and Argo CD examples must point
-// at paths that exist.
+// object under examples/basic, examples/rollout and examples/traffic must
+// decode strictly into its Go type and be accepted by a real API server with
+// the Stepwise and Gateway API CRDs (schema and CEL rules), and the Flux and
+// Argo CD examples must point at paths that exist.
 package examples_test
 
 import (
@@ -33,13 +33,16 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
+	"github.com/stepwise-dev/stepwise/test/envtestenv"
 )
 
 // typedDirs hold only objects this module has Go types for.
-var typedDirs = []string{"basic", "rollout"}
+var typedDirs = []string{"basic", "rollout", "traffic"}
 
 type example struct {
 	file string // relative to examples/
@@ -57,6 +60,9 @@ func newScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	if err := stepwisev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := gatewayv1.Install(scheme); err != nil {
 		t.Fatal(err)
 	}
 	return scheme
@@ -264,8 +270,13 @@ func TestExamplesPassTheAPIServer(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Setenv("KUBEBUILDER_ASSETS", filepath.Join("..", "bin"))
 	}
+	// examples/traffic's HTTPRoute needs the Gateway API CRDs.
+	gateway, err := envtestenv.GatewayAPICRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		CRDDirectoryPaths:     append([]string{filepath.Join("..", "config", "crd", "bases")}, gateway...),
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()

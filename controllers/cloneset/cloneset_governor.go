@@ -45,6 +45,9 @@ type governance struct {
 	// gone names the Rollout that governed the CloneSet (status.rollout)
 	// when it no longer does.
 	gone string
+	// stable is the governing Rollout's status.stableRevision: the
+	// revision it last promoted.
+	stable string
 	// routesTraffic is true when the governing Rollout moves a Gateway's
 	// traffic with its steps (spec.trafficRouting).
 	routesTraffic bool
@@ -82,7 +85,7 @@ func governanceOf(cs *stepwisev1.CloneSet, rollouts []stepwisev1.Rollout) govern
 	}
 	g := governance{known: true}
 	if ro := stepwisev1.Claimant(naming); ro != nil {
-		g.rollout, g.grant = ro.Name, ro.Status.PartitionGrant
+		g.rollout, g.grant, g.stable = ro.Name, ro.Status.PartitionGrant, ro.Status.StableRevision
 		g.routesTraffic = ro.Spec.TrafficRouting != nil
 	}
 	if prev := cs.Status.Rollout; prev != nil && prev.Name != g.rollout {
@@ -173,6 +176,20 @@ func (g governance) awaiting(updateRevision string) string {
 	return fmt.Sprintf("revision %s waits for Rollout %s to acknowledge it: no Pod moves to it before", updateRevision, g.rollout)
 }
 
+// releasing is the Reconciling message while the governing Rollout moves
+// Pods to the update revision it has not promoted yet; empty otherwise.
+// Held where the grant says, the CloneSet would otherwise read as Current
+// (kstatus) mid-release, and a Flux `wait` passed on it while the Rollout
+// was still at its first step (issue 36). A grant holding every Pod back
+// (an aborted release, a pause in git) is not a release in progress: the
+// Rollout itself then reads as Failed or Suspended.
+func (g governance) releasing(updateRevision string) string {
+	if g.rollout == "" || !g.acknowledged(updateRevision) || g.stable == updateRevision || g.grant.Partition == holdAll {
+		return ""
+	}
+	return fmt.Sprintf("revision %s is being released by Rollout %s (partition %s) and is not promoted yet", updateRevision, g.rollout, g.grant.Partition.String())
+}
+
 func describePartition(p *intstr.IntOrString) string {
 	if p == nil {
 		return "unset"
@@ -200,7 +217,9 @@ func cloneSetOf(_ context.Context, obj client.Object) []reconcile.Request {
 }
 
 // governorChanged lets through what can change a CloneSet's governance: a
-// Rollout created or deleted, its grant, or its deletion starting.
+// Rollout created or deleted, its grant, its stable revision (the
+// promotion that ends the CloneSet's AwaitingRollout, see releasing), or
+// its deletion starting.
 var governorChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, okB := e.ObjectOld.(*stepwisev1.Rollout)
@@ -209,6 +228,7 @@ var governorChanged = predicate.Funcs{
 			return false
 		}
 		return !apiequality.Semantic.DeepEqual(before.Status.PartitionGrant, after.Status.PartitionGrant) ||
+			before.Status.StableRevision != after.Status.StableRevision ||
 			before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
 	},
 }

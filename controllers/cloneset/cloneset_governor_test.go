@@ -8,6 +8,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
@@ -126,5 +127,64 @@ func TestGracePeriodBehindAGateway(t *testing.T) {
 				t.Errorf("grace period %d s, want %d s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestReleasing: a governed CloneSet reads as Reconciling while its Rollout
+// moves Pods to a revision it has not promoted, so that no health check
+// passes mid-release on the CloneSet (issue 36); held or promoted, it does
+// not.
+func TestReleasing(t *testing.T) {
+	rollout := func(stable string, grant *stepwisev1.PartitionGrant) []stepwisev1.Rollout {
+		return []stepwisev1.Rollout{{
+			ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{
+				APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "web"}},
+			Status: stepwisev1.RolloutStatus{StableRevision: stable, PartitionGrant: grant},
+		}}
+	}
+	grant := func(rev, p string) *stepwisev1.PartitionGrant {
+		return &stepwisev1.PartitionGrant{Revision: rev, Partition: intstr.Parse(p)}
+	}
+	for _, tt := range []struct {
+		name     string
+		rollouts []stepwisev1.Rollout
+		update   string
+		want     bool
+	}{
+		{name: "no Rollout", update: "web-2"},
+		{name: "at a step", rollouts: rollout("web-1", grant("web-2", "90%")), update: "web-2", want: true},
+		{name: "last step, before the promotion", rollouts: rollout("web-1", grant("web-2", "0")), update: "web-2", want: true},
+		{name: "promoted", rollouts: rollout("web-2", grant("web-2", "0")), update: "web-2"},
+		{name: "aborted: every Pod held back", rollouts: rollout("web-1", grant("web-2", "100%")), update: "web-2"},
+		{name: "not acknowledged yet: awaiting says so", rollouts: rollout("web-1", grant("web-1", "0")), update: "web-2"},
+		{name: "fast path back to the stable revision", rollouts: rollout("web-1", grant("web-1", "0")), update: "web-1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := &stepwisev1.CloneSet{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
+			msg := governanceOf(cs, tt.rollouts).releasing(tt.update)
+			if (msg != "") != tt.want {
+				t.Errorf("releasing %q, want it %v", msg, tt.want)
+			}
+			if tt.want && !strings.Contains(msg, "Rollout web") {
+				t.Errorf("message %q does not name the Rollout", msg)
+			}
+		})
+	}
+}
+
+// TestGovernorChangedOnPromotion: the promotion changes only the Rollout's
+// stable revision (the grant stays {revision, 0}), and the CloneSet must
+// hear of it to stop reporting AwaitingRollout.
+func TestGovernorChangedOnPromotion(t *testing.T) {
+	grant := &stepwisev1.PartitionGrant{Revision: "web-2", Partition: intstr.FromInt32(0)}
+	before := &stepwisev1.Rollout{Status: stepwisev1.RolloutStatus{StableRevision: "web-1", PartitionGrant: grant}}
+	after := before.DeepCopy()
+	if governorChanged.Update(event.UpdateEvent{ObjectOld: before, ObjectNew: after}) {
+		t.Error("an unchanged Rollout passed the predicate")
+	}
+	after.Status.StableRevision = "web-2"
+	if !governorChanged.Update(event.UpdateEvent{ObjectOld: before, ObjectNew: after}) {
+		t.Error("the promotion (stable revision web-1 to web-2) did not pass the predicate")
 	}
 }

@@ -102,6 +102,7 @@ func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet,
 		gov.setGovernedCondition(&status, cs.Spec.UpdateStrategy.Partition, cs.Generation)
 	}
 	awaiting := gov.awaiting(status.UpdateRevision)
+	releasing := gov.releasing(status.UpdateRevision)
 
 	gen := cs.Generation
 	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
@@ -149,6 +150,12 @@ func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet,
 		clear(meta.StalledCondition)
 		set(meta.ReconcilingCondition, metav1.ConditionTrue, stepwisev1.ReasonAwaitingRollout, awaiting)
 		set(meta.ReadyCondition, metav1.ConditionFalse, stepwisev1.ReasonAwaitingRollout, awaiting)
+	case releasing != "" && (settled || paused):
+		// Where the grant puts it, but the release is not done: Ready
+		// only once the Rollout has promoted the revision.
+		clear(meta.StalledCondition)
+		set(meta.ReconcilingCondition, metav1.ConditionTrue, stepwisev1.ReasonAwaitingRollout, releasing)
+		set(meta.ReadyCondition, metav1.ConditionFalse, stepwisev1.ReasonAwaitingRollout, releasing)
 	case settled || paused:
 		clear(meta.StalledCondition)
 		clear(meta.ReconcilingCondition)

@@ -18,6 +18,16 @@
 //
 // What it leaves out: kustomize builds, pruning, health checks (tests
 // compute those with kstatus and Argo CD's Lua themselves), sync waves.
+//
+// The real tools drive Stepwise in test/gitops (make test-gitops): Flux's
+// source- and kustomize-controller and Argo CD's application controller
+// and repo server, from a git server, through the stories of issue 36.
+// This package stays for test/e2e's TestGitOps, which needs what a real
+// tool does not give a test: a sync at a moment the test chooses (once per
+// second, dozens of re-applies per release), Argo CD's client-side apply
+// next to Flux's server-side apply on the same history, and every version
+// of the Rollout and the CloneSet scored as it happens by kstatus and the
+// Lua, where the real tools only show their aggregated verdict.
 package gitopssync
 
 import (
