@@ -9,8 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
@@ -65,9 +65,13 @@ func (m *measurer) Job(ctx context.Context, metric v1alpha1.Metric, run stepanal
 		}},
 		Spec: run.Spec,
 	}
-	if err := controllerutil.SetControllerReference(m.ro, &job, m.r.Scheme); err != nil {
-		return fail("Job %s: %v", run.Name, err)
-	}
+	// Owned, for the watch and the garbage collector, without
+	// blockOwnerDeletion: that would need update on rollouts/finalizers
+	// where the OwnerReferencesPermissionEnforcement plugin runs, as for
+	// the canary Service.
+	ref := metav1.NewControllerRef(m.ro, v1alpha1.GroupVersion.WithKind("Rollout"))
+	ref.BlockOwnerDeletion = ptr.To(false)
+	job.OwnerReferences = []metav1.OwnerReference{*ref}
 	switch err := m.r.Client.Create(ctx, &job); {
 	case apierrors.IsAlreadyExists(err):
 		// The cache has not seen it yet, or it is not ours: read it fresh.
