@@ -72,8 +72,10 @@ func TestDecideJob(t *testing.T) {
 
 func TestJobNameIsStableDistinctAndValid(t *testing.T) {
 	k := JobKey{Rollout: "checkout", Revision: "web-2", Step: 1, StartedAt: at(0), Metric: "smoke", Index: 0}
-	if JobName(k) != JobName(k) {
-		t.Fatal("the same measurement gets two names")
+	// Pinned: a name that changed between releases would make an
+	// upgraded manager run a measurement's Job a second time.
+	if got := JobName(k); got != pinnedJobName {
+		t.Errorf("name %q, want %q", got, pinnedJobName)
 	}
 	if !strings.HasPrefix(JobName(k), "checkout-smoke-") {
 		t.Errorf("name %q does not say whose it is", JobName(k))
@@ -212,3 +214,6 @@ func TestRunWaitsForAJobWithoutTallyingAndRecordsItsOutcome(t *testing.T) {
 		t.Error("the Job whose outcome is recorded is still expected")
 	}
 }
+
+// pinnedJobName is JobName of the key in TestJobNameIsStableDistinctAndValid.
+const pinnedJobName = "checkout-smoke-20db0d4146"
