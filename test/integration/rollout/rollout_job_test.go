@@ -2,6 +2,7 @@ package rollout_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout"
 )
 
 // A job metric runs a Job in the Rollout's namespace for each step's
@@ -89,6 +91,56 @@ func TestJobMetricPromotesAndAborts(t *testing.T) {
 		t.Errorf("Jobs failed %v, want the first step's only", finished)
 	}
 	waitForNoJobs(t, ns)
+}
+
+// A namespace holds at most MaxAnalysisJobs analysis Jobs at once: one
+// more measurement waits, saying so, and starts once there is room.
+func TestJobMetricWaitsForRoomInTheNamespace(t *testing.T) {
+	t.Parallel()
+	ns := setup(t, true)
+	ctx := testContext(t)
+	// Other analysis Jobs of the namespace (of Rollouts not running here,
+	// so nothing deletes them but the test).
+	for i := range rollout.MaxAnalysisJobs {
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("other-%d", i),
+				Labels: map[string]string{stepwisev1.AnalysisRolloutLabel: "other"}},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "c", Image: "registry.example.com/load:1"}}}}},
+		}
+		if err := env.client.Create(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%")), stepAt(num(0)))
+	ro.Spec.Analysis = errorRate(1)
+	ro.Spec.Analysis.Metrics[0] = stepwisev1.Metric{Name: "load", Job: &stepwisev1.JobMetric{Spec: batchv1.JobSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "load", Image: "registry.example.com/load:1"}}}}}}}
+	createRollout(t, ro)
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
+
+	commit(t, ns, "web", "2.0.0")
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		g.Expect(ro.Status.Message).To(ContainSubstring(fmt.Sprintf("metric load: waiting for room: %d analysis Jobs exist in namespace %s, at most %d",
+			rollout.MaxAnalysisJobs, ns, rollout.MaxAnalysisJobs)))
+	})
+	if jobs, err := analysisJobs(ctx, ns); err != nil || len(jobs) != rollout.MaxAnalysisJobs {
+		t.Fatalf("analysis Jobs %d (%v), want only the %d others", len(jobs), err, rollout.MaxAnalysisJobs)
+	}
+	if err := env.client.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-0"}},
+		client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	// The room retry (10s) finds it: a Job of another Rollout ending does
+	// not wake this one.
+	NewWithT(t).Eventually(func(g Gomega) {
+		var list batchv1.JobList
+		g.Expect(env.client.List(ctx, &list, client.InNamespace(ns),
+			client.MatchingLabels{stepwisev1.AnalysisRolloutLabel: "web"})).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+	}).WithTimeout(timeout + 10*time.Second).WithPolling(poll).Should(Succeed())
 }
 
 // analysisJobs lists the namespace's analysis Jobs from the API server.
