@@ -93,6 +93,51 @@ func TestJobMetricPromotesAndAborts(t *testing.T) {
 	waitForNoJobs(t, ns)
 }
 
+// A manager restarted while a measurement's Job runs finds that Job again
+// by its name and waits for it, rather than starting the test a second
+// time.
+func TestJobMetricSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	createCloneSet(t, newCloneSet(ns, "web", 10, "1.0.0"))
+	autopilot(t, ns, "web")
+	first := startController(t, ns)
+	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%")), stepAt(num(0), skipAnalysis()))
+	ro.Spec.Analysis = errorRate(1)
+	ro.Spec.Analysis.Metrics[0] = stepwisev1.Metric{Name: "load", Job: &stepwisev1.JobMetric{Spec: batchv1.JobSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "load", Image: "registry.example.com/load:1"}}}}}}}
+	createRollout(t, ro)
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
+
+	commit(t, ns, "web", "2.0.0")
+	job := waitForJob(t, ns)
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		g.Expect(ro.Status.Message).To(ContainSubstring("metric load: job " + job.Name + " running"))
+	})
+	first.Stop()
+	startController(t, ns)
+	// The new manager's first rounds find the Job by its name: no second
+	// one appears. (Were the name not the same, the first round after the
+	// restart would create another at once.)
+	NewWithT(t).Consistently(func(g Gomega) {
+		jobs, err := analysisJobs(testContext(t), ns)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(jobs).To(HaveLen(1))
+		g.Expect(jobs[0].UID).To(Equal(job.UID))
+	}).WithTimeout(3 * time.Second).WithPolling(poll).Should(Succeed())
+	finished := map[string]bool{}
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		finishJobs(t, g, ns, true, finished)
+		kstatusHealthy(g, ro)
+		g.Expect(ro.Status.StableRevision).To(Equal("web-2-0-0"))
+	})
+	if len(finished) != 1 || !finished[job.Name] {
+		t.Errorf("Jobs finished %v, want only %s", finished, job.Name)
+	}
+	waitForNoJobs(t, ns)
+}
+
 // A namespace holds at most MaxAnalysisJobs analysis Jobs at once: one
 // more measurement waits, saying so, and starts once there is room.
 func TestJobMetricWaitsForRoomInTheNamespace(t *testing.T) {
