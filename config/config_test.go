@@ -343,6 +343,11 @@ func TestManagerClusterRoleIsLeastPrivilege(t *testing.T) {
 		"stepwise.dev/clonesets/status":             {"patch"},
 		"stepwise.dev/rollouts":                     {"get", "list", "patch", "watch"},
 		"stepwise.dev/rollouts/status":              {"patch"},
+		// A job metric's Jobs; never update.
+		"batch/jobs": {"create", "delete", "get", "list", "watch"},
+		// The analysis templates a Rollout names, read by name.
+		"stepwise.dev/analysistemplates":        {"get"},
+		"stepwise.dev/clusteranalysistemplates": {"get"},
 	}
 	if got := grantsOf(role.Rules); !equalGrants(got, want) {
 		t.Errorf("ClusterRole %s grants\n  %v\nwant\n  %v", managerName, got, want)

@@ -226,6 +226,9 @@ const (
 	// the deferrals into one series without hiding a MeasurementScheduled
 	// note.
 	EventMeasurementDeferred = "MeasurementDeferred"
+	// EventAnalysisJob: a job metric's Job was created for a measurement,
+	// or waits for room in the namespace (MaxAnalysisJobs).
+	EventAnalysisJob = "AnalysisJob"
 	// EventMeasurementError: a query could not be run (network, auth,
 	// template, Secret, a window reaching before the canary); errors count
 	// towards consecutiveErrorLimit.
@@ -279,3 +282,12 @@ const MaxMeasurements = 20
 // MaxPreviousStableRevisions bounds status.previousStableRevisions; the
 // writer drops the oldest.
 const MaxPreviousStableRevisions = 10
+
+// Labels of the Jobs a job metric creates. The manager caches only Jobs
+// that carry AnalysisRolloutLabel.
+const (
+	// AnalysisRolloutLabel names the Rollout whose analysis created the Job.
+	AnalysisRolloutLabel = "stepwise.dev/analysis-rollout"
+	// AnalysisMetricLabel names the metric the Job measures.
+	AnalysisMetricLabel = "stepwise.dev/analysis-metric"
+)

@@ -118,6 +118,7 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 	}
 	res, err := stepanalysis.Run(ctx, stepanalysis.Input{
 		Now:           rd.now,
+		Rollout:       rd.ro.Name,
 		Spec:          spec,
 		Status:        st.Analysis,
 		Start:         rd.decision.Analysis == step.AnalysisStart,
@@ -128,7 +129,7 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 		CanaryReadyAt: canaryReadyAt(st),
 		Replicas:      obs.Replicas,
 		Partition:     partition,
-	}, &measurer{r: r, ro: rd.ro, args: spec.LiteralArgs(), wl: wl, obs: obs})
+	}, &measurer{r: r, ro: rd.ro, args: spec.LiteralArgs(), wl: wl, obs: obs, now: rd.now})
 	if err != nil {
 		return 0, err
 	}
@@ -180,6 +181,7 @@ type measurer struct {
 	args map[string]string
 	wl   workload.Workload
 	obs  workload.Observation
+	now  time.Time
 }
 
 // Vars lists the canary and stable Pods from the cache, once per round

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -175,6 +176,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		// A Service re-applied by git during a release gets its revision
 		// key back at once; only metadata is cached, the selector is read
 		// fresh. HTTPRoutes and ReferenceGrants likewise, below.
+		// A job metric's Job ending wakes its Rollout.
+		Owns(&batchv1.Job{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfTraffic("Service")), builder.OnlyMetadata).
 		// The next Rollout of a workload takes over when the one driving it goes.
 		Watches(&v1alpha1.Rollout{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(goingAway)).
@@ -307,6 +310,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 
 	original := ro.DeepCopy()
+	r.cleanJobs(ctx, ro, original.Status.Analysis)
 	rd := &round{ro: ro, now: r.Clock.Now()}
 	defer func() {
 		result, retErr = r.finish(ctx, original, rd, result, retErr)

@@ -8,6 +8,7 @@ import (
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,6 +56,17 @@ func PodSelector() labels.Selector {
 	return labels.NewSelector().Add(*req)
 }
 
+// AnalysisJobSelector is the label rule of the Job cache: only the Jobs
+// job metrics create, which carry AnalysisRolloutLabel.
+func AnalysisJobSelector() labels.Selector {
+	req, err := labels.NewRequirement(stepwisev1.AnalysisRolloutLabel, selection.Exists, nil)
+	if err != nil {
+		// A constant, valid key: unreachable.
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}
+
 // cacheOptions scopes the cache to namespaces (every namespace when empty)
 // and applies the Pod selector and trim; pods learns the Pod informers, for
 // the controllers' reads.
@@ -64,6 +76,9 @@ func cacheOptions(namespaces []string, pods *podcache.Stores) cache.Options {
 		NewInformer:      pods.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Label: PodSelector()},
+			// Only the Jobs analysis creates: a cluster's other Jobs (and
+			// CronJobs' history) stay out of memory.
+			&batchv1.Job{}: {Label: AnalysisJobSelector()},
 		},
 	}
 	if len(namespaces) > 0 {

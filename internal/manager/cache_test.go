@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,26 @@ func TestPodSelector(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The Job cache holds only the Jobs job metrics create: a cluster's other
+// Jobs (CronJobs' history, often thousands) stay out of memory.
+func TestAnalysisJobSelector(t *testing.T) {
+	if !AnalysisJobSelector().Matches(labels.Set{stepwisev1.AnalysisRolloutLabel: "web", stepwisev1.AnalysisMetricLabel: "smoke"}) {
+		t.Error("an analysis Job is not cached")
+	}
+	if AnalysisJobSelector().Matches(labels.Set{"batch.kubernetes.io/job-name": "backup-29000000"}) {
+		t.Error("another Job is cached")
+	}
+	for obj, by := range cacheOptions(nil, nil).ByObject {
+		if _, ok := obj.(*batchv1.Job); ok {
+			if by.Label.String() != AnalysisJobSelector().String() {
+				t.Errorf("the Job cache selects %q, want %q", by.Label, AnalysisJobSelector())
+			}
+			return
+		}
+	}
+	t.Error("the cache options do not limit Jobs")
 }
 
 // richSpec is a Pod spec with much that no controller reads.

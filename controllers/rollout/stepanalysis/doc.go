@@ -19,6 +19,11 @@
 //     canary's readiness, and ask the Measurer. A round whose namespace
 //     already measures with its share of the workers (Shares) measures
 //     nothing: its metrics stay due and it looks again in DeferRetry.
+//     A job metric's measurement spans rounds: the Measurer creates its
+//     Job (JobName, the same in every round until the measurement is
+//     recorded) and the metric stays due, untallied, until DecideJob
+//     reads an outcome from the Job's status; the round looks again at
+//     the Job's deadline, or sooner when the watch on Jobs wakes it.
 //  4. Tally each measurement (analysis.Next), combine the metrics' verdicts
 //     (analysis.AssessAll), and say when to look again.
 //

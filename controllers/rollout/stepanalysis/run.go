@@ -39,6 +39,8 @@ type Input struct {
 	// Start asks for a new run even if Status is for this step and revision
 	// (the step decision started or retried the analysis).
 	Start bool
+	// Rollout is the Rollout's name, for its job metrics' Jobs.
+	Rollout string
 	// StepIndex and Steps name the step in messages ("step 1/3").
 	StepIndex int32
 	Steps     int
@@ -68,6 +70,10 @@ type Measurer interface {
 	// sides' samples. A query that fails is an Error measurement and no
 	// Result.
 	Compare(ctx context.Context, metric v1alpha1.Metric, vars analysis.Vars, c judge.Compare) (*judge.Result, analysis.Measurement)
+	// Job takes a job metric's measurement or goes on with it: it creates
+	// the Job run names unless it exists, and reads its outcome
+	// (DecideJob). It never waits for the Job.
+	Job(ctx context.Context, metric v1alpha1.Metric, run JobRun) JobOutcome
 	// Admit asks, when metrics are due, whether this round may measure
 	// now. It never waits: refused (with why, see Shares), the round
 	// defers its due metrics; admitted, it calls done once they are taken.
@@ -139,6 +145,10 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 	}
 
 	fresh := map[string]analysis.Verdict{}
+	// pending are the job metrics whose Job runs on, with when to look
+	// again at the latest; notes say what became of their Jobs.
+	pending := map[int]time.Duration{}
+	var notes []string
 	if len(due) > 0 {
 		done, refused := m.Admit()
 		if refused != "" {
@@ -150,10 +160,21 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 			return Result{}, err
 		}
 		vars.CanaryAge = analysis.CanaryAge(readyAt, in.Now)
-		taken := measureAll(ctx, m, in.Spec, due, vars, st.Metrics, readyAt, in.Now)
+		taken := measureAll(ctx, m, in, due, vars, st, readyAt)
 		done()
 		for i, k := range due {
 			metric, ms, meas := in.Spec.Metrics[k], &st.Metrics[k], taken[i].m
+			if j := taken[i].job; j != nil && !j.Done {
+				// The Job runs on: nothing to tally until it ends.
+				pending[k] = j.RecheckAfter
+				if j.Note != "" {
+					notes = append(notes, fmt.Sprintf("metric %s: %s", metric.Name, j.Note))
+				}
+				if j.Event != "" {
+					res.Events = append(res.Events, in.event(corev1.EventTypeNormal, v1alpha1.EventAnalysisJob, "metric %s: %s", metric.Name, j.Event))
+				}
+				continue
+			}
 			if r := taken[i].compared; r != nil {
 				recordComparison(ms, *r)
 				kind := corev1.EventTypeNormal
@@ -204,7 +225,11 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 	}
 	st.Message = ""
 	res.Waiting = waiting(st.Metrics, in.Spec, in.Now)
-	res.RequeueAfter = nextDue(st.Metrics, in.Spec.Interval.Duration, in.Now)
+	if len(notes) > 0 {
+		res.Waiting = strings.Join(append(notes, res.Waiting), "; ")
+		res.Waiting = strings.TrimSuffix(res.Waiting, "; ")
+	}
+	res.RequeueAfter = nextDue(st.Metrics, in.Spec.Interval.Duration, in.Now, pending)
 	return res, nil
 }
 
@@ -301,6 +326,14 @@ func renderProbe(query string, args map[string]string) (string, error) {
 func schedule(m v1alpha1.Metric, spec v1alpha1.AnalysisSpec, readyAt time.Time) plan {
 	margin, delay := spec.ScrapeMargin.Duration, spec.InitialDelay.Duration
 	at := func(d time.Duration) time.Time { return ceilSecond(readyAt.Add(d)) }
+	if m.Job != nil {
+		// A Job reads no window of its own: it only waits for the
+		// canary's readiness, and initialDelay (a warm-up) if longer.
+		if delay > margin {
+			return plan{first: at(delay), why: fmt.Sprintf("initialDelay %s after the canary became ready", analysis.FormatDuration(delay))}
+		}
+		return plan{first: at(margin), why: fmt.Sprintf("a %s scrape margin after the canary became ready (a job metric)", analysis.FormatDuration(margin))}
+	}
 	var query string
 	if m.Prometheus != nil {
 		query = m.Prometheus.Query
@@ -356,6 +389,8 @@ func lastMeasured(ms v1alpha1.MetricStatus) time.Time {
 type taken struct {
 	m        analysis.Measurement
 	compared *judge.Result
+	// job is a job metric's outcome; not Done while its Job runs on.
+	job *JobOutcome
 }
 
 // MaxQueryTime bounds a round's queries whatever their timeouts say: a
@@ -366,7 +401,8 @@ const MaxQueryTime = 30 * time.Second
 // measureAll takes the due metrics' measurements at once, each in its own
 // goroutine, under one deadline: the shortest of the analysis interval and
 // MaxQueryTime. A query still running then is an Error measurement.
-func measureAll(ctx context.Context, m Measurer, spec v1alpha1.AnalysisSpec, due []int, vars analysis.Vars, metrics []v1alpha1.MetricStatus, readyAt, now time.Time) []taken {
+func measureAll(ctx context.Context, m Measurer, in Input, due []int, vars analysis.Vars, st *v1alpha1.AnalysisStatus, readyAt time.Time) []taken {
+	spec, now, metrics := in.Spec, in.Now, st.Metrics
 	deadline := min(spec.Interval.Duration, MaxQueryTime)
 	roundCtx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
@@ -374,6 +410,11 @@ func measureAll(ctx context.Context, m Measurer, spec v1alpha1.AnalysisSpec, due
 	var wg sync.WaitGroup
 	for i, k := range due {
 		wg.Go(func() {
+			if job := spec.Metrics[k].Job; job != nil {
+				out[i] = measureJob(roundCtx, m, spec.Metrics[k], vars, JobKey{Rollout: in.Rollout, Revision: st.Revision,
+					Step: st.StepIndex, StartedAt: st.StartedAt.Time, Metric: spec.Metrics[k].Name, Index: metrics[k].Count})
+				return
+			}
 			out[i] = measure(roundCtx, m, spec.Metrics[k], vars, metrics[k].Lookback != "", readyAt, now)
 			if mm := &out[i].m; mm.Phase == analysis.PhaseError && ctx.Err() == nil && roundCtx.Err() != nil {
 				mm.Message = fmt.Sprintf("no answer within %s (the interval, at most %s): %s", analysis.FormatDuration(deadline), analysis.FormatDuration(MaxQueryTime), mm.Message)
@@ -431,6 +472,18 @@ func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analy
 		return taken{m: meas, compared: r}
 	}
 	return taken{m: m.Measure(ctx, metric, query)}
+}
+
+// measureJob renders a job metric's spec and hands its Job to the
+// Measurer. A template that does not render is an Error measurement, as
+// for a query.
+func measureJob(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analysis.Vars, key JobKey) taken {
+	spec, deadline, err := RenderJob(*metric.Job, vars)
+	if err != nil {
+		return taken{m: analysis.Measurement{Phase: analysis.PhaseError, Message: err.Error()}}
+	}
+	o := m.Job(ctx, metric, JobRun{Name: JobName(key), Spec: spec, Deadline: deadline})
+	return taken{m: o.Measurement, job: &o}
 }
 
 // limitsOf is the analysis' limits, with the metric's own inconclusiveLimit.
@@ -500,14 +553,20 @@ func waiting(metrics []v1alpha1.MetricStatus, spec v1alpha1.AnalysisSpec, now ti
 		analysis.FormatDuration(spec.ScrapeMargin.Duration))
 }
 
-// nextDue is the wait until the earliest due measurement of a running metric.
-func nextDue(metrics []v1alpha1.MetricStatus, interval time.Duration, now time.Time) time.Duration {
+// nextDue is the wait until the earliest due measurement of a running
+// metric. A metric whose Job runs on (pending) is due already, so it
+// counts with its recheck instead: the watch on Jobs wakes the Rollout
+// when the Job ends, and the recheck only bounds a missed event.
+func nextDue(metrics []v1alpha1.MetricStatus, interval time.Duration, now time.Time, pending map[int]time.Duration) time.Duration {
 	var next time.Duration
-	for _, ms := range metrics {
+	for k, ms := range metrics {
 		if ms.Phase != v1alpha1.AnalysisRunning {
 			continue
 		}
 		wait := max(dueAt(ms, interval).Sub(now), time.Millisecond)
+		if recheck, ok := pending[k]; ok {
+			wait = max(recheck, time.Millisecond)
+		}
 		if next == 0 || wait < next {
 			next = wait
 		}

@@ -100,6 +100,9 @@ type fakeMeasurer struct {
 	mu      sync.Mutex
 	queries []string
 	varsErr error
+	// jobs are the outcomes of Jobs by name; runs, the Jobs asked for.
+	jobs map[string]JobOutcome
+	runs []JobRun
 }
 
 func (f *fakeMeasurer) Vars(context.Context) (analysis.Vars, error) {
@@ -128,6 +131,19 @@ func (f *fakeMeasurer) Compare(_ context.Context, metric v1alpha1.Metric, vars a
 }
 
 func (f *fakeMeasurer) Admit() (func(), string) { return func() {}, "" }
+
+// Job answers a job metric from f.jobs, by Job name: a Job not in it
+// runs on. Every Job asked for is recorded in f.queries as "job NAME".
+func (f *fakeMeasurer) Job(_ context.Context, _ v1alpha1.Metric, run JobRun) JobOutcome {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = append(f.queries, "job "+run.Name)
+	f.runs = append(f.runs, run)
+	if o, ok := f.jobs[run.Name]; ok {
+		return o
+	}
+	return JobOutcome{RecheckAfter: time.Minute, Note: "job " + run.Name + " running"}
+}
 
 func value(v float64) analysis.Measurement {
 	phase := analysis.PhaseSuccessful
@@ -399,8 +415,13 @@ func TestNextDueIsTheEarliest(t *testing.T) {
 	}
 	// b, measured 20s ago in a second stored to its start, is due 11s from
 	// now; passed metric c is not measured again; d waits for its first.
-	if got := nextDue(a, 30*time.Second, now); got != 11*time.Second {
+	if got := nextDue(a, 30*time.Second, now, nil); got != 11*time.Second {
 		t.Errorf("next = %s, want 11s", got)
+	}
+	// a whose Job runs on (due already) waits for its recheck, not 1ms.
+	a[0].LastMeasuredAt = nil
+	if got := nextDue(a, 30*time.Second, now, map[int]time.Duration{0: 7 * time.Second}); got != 7*time.Second {
+		t.Errorf("next with a running Job = %s, want its 7s recheck", got)
 	}
 }
 
@@ -408,6 +429,8 @@ func TestNextDueIsTheEarliest(t *testing.T) {
 type slowMeasurer struct{ delay map[string]time.Duration }
 
 func (s slowMeasurer) Vars(context.Context) (analysis.Vars, error) { return analysis.Vars{}, nil }
+
+func (s slowMeasurer) Job(context.Context, v1alpha1.Metric, JobRun) JobOutcome { return JobOutcome{} }
 
 func (s slowMeasurer) Admit() (func(), string) { return func() {}, "" }
 

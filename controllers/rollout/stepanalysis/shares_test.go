@@ -61,6 +61,10 @@ func TestSharesAreBoundedPerNamespaceAndForgotten(t *testing.T) {
 type refusingMeasurer struct{ t *testing.T }
 
 func (r refusingMeasurer) Vars(context.Context) (analysis.Vars, error) { return analysis.Vars{}, nil }
+func (r refusingMeasurer) Job(context.Context, v1alpha1.Metric, JobRun) JobOutcome {
+	r.t.Fatal("a refused round created a Job")
+	return JobOutcome{}
+}
 func (r refusingMeasurer) Measure(context.Context, v1alpha1.Metric, string) analysis.Measurement {
 	r.t.Error("measured a refused round")
 	return analysis.Measurement{}
