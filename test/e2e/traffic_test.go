@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -44,7 +42,9 @@ const gitOpsManager = "kustomize-controller"
 func TestTrafficRouting(t *testing.T) {
 	t.Parallel()
 	b := newBedWithoutManager(t, 1)
-	installGatewayAPI(t, b.cluster)
+	if err := envtestenv.InstallGatewayAPI(t.Context(), b.cluster); err != nil {
+		t.Fatal(err)
+	}
 	b.startManager(t)
 	t.Cleanup(b.stopManager)
 	ns := b.namespace(t, "traffic")
@@ -330,31 +330,6 @@ var trafficService, trafficRoute = gitmanifests.Service, gitmanifests.Route
 func applyAsManager(t *testing.T, c client.Client, manager string, obj client.Object) {
 	t.Helper()
 	if err := gitmanifests.Apply(t.Context(), c, manager, obj, true); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// installGatewayAPI installs the Gateway API standard CRDs that traffic
-// routing uses, from the module go.mod requires (as the envtests do).
-func installGatewayAPI(t *testing.T, c *kwokcluster.Cluster) {
-	t.Helper()
-	files, err := envtestenv.GatewayAPICRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The module's folder also holds a ValidatingAdmissionPolicy and
-	// experimental kinds: copy only the CRDs the code uses.
-	dir := t.TempDir()
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.InstallCRDs(t.Context(), dir); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@
 package envtestenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,6 +56,31 @@ func GatewayAPICRDs() ([]string, error) {
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+// InstallGatewayAPI installs GatewayAPICRDs into a kwok cluster. The
+// module's folder also holds a ValidatingAdmissionPolicy and experimental
+// kinds: only the CRDs the code uses are copied to a folder of their own.
+func InstallGatewayAPI(ctx context.Context, c *kwokcluster.Cluster) error {
+	files, err := GatewayAPICRDs()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "stepwise-gateway-api-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return c.InstallCRDs(ctx, dir)
 }
 
 // GatewayAPIStandardCRDDir is the folder of every Gateway API standard

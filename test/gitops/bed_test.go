@@ -21,6 +21,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/internal/manager"
+	"github.com/stepwise-dev/stepwise/test/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 	"github.com/stepwise-dev/stepwise/test/promrunner"
@@ -82,7 +83,9 @@ func newBed(t *testing.T, assets ...string) *bed {
 	}
 	// Before the manager starts, which watches routes only if their CRD
 	// exists then (story 6).
-	installGatewayAPI(t, cluster)
+	if err := envtestenv.InstallGatewayAPI(t.Context(), cluster); err != nil {
+		t.Fatal(err)
+	}
 	c, err := harness.NewClient(cluster.RESTConfig)
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/stepwise-dev/stepwise/test/envtestenv"
-	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
 var (
@@ -40,31 +37,6 @@ const (
 	// carries the step's weight.
 	trafficPause = "25s"
 )
-
-// installGatewayAPI installs the Gateway API standard CRDs that traffic
-// routing uses, from the module go.mod requires (as test/e2e does).
-func installGatewayAPI(t *testing.T, c *kwokcluster.Cluster) {
-	t.Helper()
-	files, err := envtestenv.GatewayAPICRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The module's folder also holds a ValidatingAdmissionPolicy and
-	// experimental kinds: copy only the CRDs the code uses.
-	dir := t.TempDir()
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.InstallCRDs(t.Context(), dir); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // routeBackends says where rule app of route r sends ("web" as git has
 // it, "web=90 web-canary=10" while weighted) and the canary's weight.
