@@ -300,14 +300,23 @@ type AnalysisSpec struct {
 
 	// Background is measured from the first step until promotion, across
 	// pauses, beside the steps' analysis: a failure aborts at any point.
-	// Only in spec.analysis, not in a step.
+	// Only in spec.analysis, not in a step. Refused by the API server until
+	// the controller measures it; its schema is left out of the CRD until
+	// then, where each of its metrics would repeat the whole Metric schema.
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	Background *BackgroundAnalysis `json:"background,omitempty"`
 
 	// PostPromotion keeps measuring for a window after the rollout reached
 	// 100%: a failure rolls every Pod back in place to the previous stable
-	// revision. Only in spec.analysis, not in a step.
+	// revision. Only in spec.analysis, not in a step. Refused, and left out
+	// of the CRD's schema, as Background is.
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	PostPromotion *PostPromotionAnalysis `json:"postPromotion,omitempty"`
 
 	// Judge turns the weighted share of passing compare metrics (0-100)
@@ -623,16 +632,6 @@ type RolloutStatus struct {
 	// Analysis is the analysis of the current step (or the one that aborted the rollout).
 	// +optional
 	Analysis *AnalysisStatus `json:"analysis,omitempty"`
-
-	// BackgroundAnalysis is spec.analysis.background's tally for the
-	// rollout in progress (or the one it aborted).
-	// +optional
-	BackgroundAnalysis *AnalysisStatus `json:"backgroundAnalysis,omitempty"`
-
-	// PostPromotionAnalysis is spec.analysis.postPromotion's tally after
-	// the last promotion, kept until the next rollout starts.
-	// +optional
-	PostPromotionAnalysis *AnalysisStatus `json:"postPromotionAnalysis,omitempty"`
 
 	// AnalysisTemplates are the templates the rollout in progress uses, as
 	// they were when it started: a template edited mid-release does not

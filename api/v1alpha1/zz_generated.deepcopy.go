@@ -1210,16 +1210,6 @@ func (in *RolloutStatus) DeepCopyInto(out *RolloutStatus) {
 		*out = new(AnalysisStatus)
 		(*in).DeepCopyInto(*out)
 	}
-	if in.BackgroundAnalysis != nil {
-		in, out := &in.BackgroundAnalysis, &out.BackgroundAnalysis
-		*out = new(AnalysisStatus)
-		(*in).DeepCopyInto(*out)
-	}
-	if in.PostPromotionAnalysis != nil {
-		in, out := &in.PostPromotionAnalysis, &out.PostPromotionAnalysis
-		*out = new(AnalysisStatus)
-		(*in).DeepCopyInto(*out)
-	}
 	if in.AnalysisTemplates != nil {
 		in, out := &in.AnalysisTemplates, &out.AnalysisTemplates
 		*out = make([]UsedAnalysisTemplate, len(*in))
