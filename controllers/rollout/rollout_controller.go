@@ -173,11 +173,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOf(workload.StatefulSetGVK))).
 		// A rollback deletes canary Pods one by one and waits for each.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfPod), builder.WithPredicates(podMoved)).
+		// A job metric's Job ending wakes its Rollout; one going away wakes
+		// those that may wait for its room.
+		Owns(&batchv1.Job{}).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsAwaitingJobRoom), builder.WithPredicates(jobGone)).
 		// A Service re-applied by git during a release gets its revision
 		// key back at once; only metadata is cached, the selector is read
 		// fresh. HTTPRoutes and ReferenceGrants likewise, below.
-		// A job metric's Job ending wakes its Rollout.
-		Owns(&batchv1.Job{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.rolloutsOfTraffic("Service")), builder.OnlyMetadata).
 		// The next Rollout of a workload takes over when the one driving it goes.
 		Watches(&v1alpha1.Rollout{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(goingAway)).

@@ -11,7 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
@@ -30,9 +33,37 @@ import (
 // test per metric per Rollout could otherwise fill a namespace's quota).
 const MaxAnalysisJobs = 10
 
-// jobRoomRetry is when a job metric waiting for room looks again: a Job
-// of another Rollout ending does not wake this one.
-const jobRoomRetry = 10 * time.Second
+// jobRoomRetry is when a job metric waiting for room looks again should
+// no event come: an analysis Job going away wakes the namespace's
+// Rollouts that are analysing (rolloutsAwaitingJobRoom).
+const jobRoomRetry = time.Minute
+
+// rolloutsAwaitingJobRoom maps an analysis Job that went away to the
+// Rollouts of its namespace with an analysis in progress: one of them may
+// wait for the room it leaves. The cache holds only analysis Jobs, and a
+// namespace's Rollouts are few, so this stays bounded per namespace.
+func (r *Reconciler) rolloutsAwaitingJobRoom(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.RolloutList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		logf.FromContext(ctx).Error(err, "listing the Rollouts that may wait for room for an analysis Job")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].Status.Analysis != nil {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// jobGone passes only an analysis Job's deletion: the event that makes room.
+var jobGone = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
 
 // Job creates the measurement's Job unless it exists, and decides from
 // its status (stepanalysis.DecideJob). Every failure to create or read it

@@ -178,14 +178,14 @@ func TestJobMetricWaitsForRoomInTheNamespace(t *testing.T) {
 		client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	// The room retry (10s) finds it: a Job of another Rollout ending does
-	// not wake this one.
+	// The Job going away wakes the Rollout that waits for its room (the
+	// retry, a minute, is longer than the wait allowed here).
 	NewWithT(t).Eventually(func(g Gomega) {
 		var list batchv1.JobList
 		g.Expect(env.client.List(ctx, &list, client.InNamespace(ns),
 			client.MatchingLabels{stepwisev1.AnalysisRolloutLabel: "web"})).To(Succeed())
 		g.Expect(list.Items).To(HaveLen(1))
-	}).WithTimeout(timeout + 10*time.Second).WithPolling(poll).Should(Succeed())
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
 
 // analysisJobs lists the namespace's analysis Jobs from the API server.
