@@ -104,9 +104,7 @@ func TestJobMetricSurvivesARestart(t *testing.T) {
 	first := startController(t, ns)
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%")), stepAt(num(0), skipAnalysis()))
 	ro.Spec.Analysis = errorRate(1)
-	ro.Spec.Analysis.Metrics[0] = stepwisev1.Metric{Name: "load", Job: &stepwisev1.JobMetric{Spec: batchv1.JobSpec{
-		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "load", Image: "registry.example.com/load:1"}}}}}}}
+	ro.Spec.Analysis.Metrics[0] = loadJobMetric()
 	createRollout(t, ro)
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
 
@@ -160,9 +158,7 @@ func TestJobMetricWaitsForRoomInTheNamespace(t *testing.T) {
 	}
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%")), stepAt(num(0)))
 	ro.Spec.Analysis = errorRate(1)
-	ro.Spec.Analysis.Metrics[0] = stepwisev1.Metric{Name: "load", Job: &stepwisev1.JobMetric{Spec: batchv1.JobSpec{
-		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "load", Image: "registry.example.com/load:1"}}}}}}}
+	ro.Spec.Analysis.Metrics[0] = loadJobMetric()
 	createRollout(t, ro)
 	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
 
@@ -186,6 +182,13 @@ func TestJobMetricWaitsForRoomInTheNamespace(t *testing.T) {
 			client.MatchingLabels{stepwisev1.AnalysisRolloutLabel: "web"})).To(Succeed())
 		g.Expect(list.Items).To(HaveLen(1))
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+}
+
+// loadJobMetric is a job metric named load whose Job runs one container.
+func loadJobMetric() stepwisev1.Metric {
+	return stepwisev1.Metric{Name: "load", Job: &stepwisev1.JobMetric{Spec: batchv1.JobSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "load", Image: "registry.example.com/load:1"}}}}}}}
 }
 
 // analysisJobs lists the namespace's analysis Jobs from the API server.
