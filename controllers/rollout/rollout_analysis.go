@@ -284,12 +284,8 @@ func (m *measurer) Compare(ctx context.Context, metric v1alpha1.Metric, vars ana
 // address gets no credential), then its token and CA read. done releases
 // its connections: one provider per measurement.
 func (m *measurer) prometheus(ctx context.Context, p v1alpha1.PrometheusMetric, allowed prometheus.AllowList) (analysis.Provider, func(), error) {
-	switch address := p.Address; {
-	case allowed.RefusesHost(address):
-		return nil, nil, fmt.Errorf("prometheus.address %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
-			prometheus.Redact(address), AnalysisAddressesFlag)
-	case !allowed.Allows(address):
-		return nil, nil, fmt.Errorf("prometheus.address %s is not allowed by the manager's --%s", prometheus.Redact(address), AnalysisAddressesFlag)
+	if err := checkAddress(allowed, "prometheus.address", p.Address); err != nil {
+		return nil, nil, err
 	}
 	token, err := m.r.bearerToken(ctx, m.ro.Namespace, p.BearerTokenSecretRef)
 	if err != nil {
@@ -322,12 +318,8 @@ func (m *measurer) measureWeb(ctx context.Context, w v1alpha1.WebMetric, u strin
 	fail := func(format string, args ...any) analysis.Measurement {
 		return analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}
 	}
-	switch {
-	case allowed.RefusesHost(u):
-		return fail("web.url %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
-			prometheus.Redact(u), AnalysisAddressesFlag)
-	case !allowed.Allows(u):
-		return fail("web.url %s is not allowed by the manager's --%s", prometheus.Redact(u), AnalysisAddressesFlag)
+	if err := checkAddress(allowed, "web.url", u); err != nil {
+		return fail("%v", err)
 	}
 	cfg := prometheus.WebConfig{URL: u, Method: w.Method, Body: w.Body, JSONPath: w.JSONPath,
 		Allow: allowed, Budget: m.r.AnalysisBudget, Headers: map[string]string{}}
@@ -429,4 +421,18 @@ func (r *Reconciler) caCert(ctx context.Context, namespace string, ref v1alpha1.
 		return nil, fmt.Errorf("CA %s %s key %q is empty", ref.Kind, ref.Name, ref.Key)
 	}
 	return pem, nil
+}
+
+// checkAddress refuses, naming field, an address the manager's
+// --analysis-allowed-addresses does not allow, or a link-local or cloud
+// metadata address it does not name: the same rules for every provider.
+func checkAddress(allowed prometheus.AllowList, field, address string) error {
+	switch {
+	case allowed.RefusesHost(address):
+		return fmt.Errorf("%s %s is a link-local or cloud metadata address, which analysis never queries unless the manager's --%s names that IP",
+			field, prometheus.Redact(address), AnalysisAddressesFlag)
+	case !allowed.Allows(address):
+		return fmt.Errorf("%s %s is not allowed by the manager's --%s", field, prometheus.Redact(address), AnalysisAddressesFlag)
+	}
+	return nil
 }
