@@ -441,4 +441,3 @@ type Measurement struct {
 	Message string      `json:"message,omitempty"`
 	Time    metav1.Time `json:"time"`
 }
-
