@@ -46,17 +46,23 @@ type AnalysisTemplateRef struct {
 	ClusterScope bool `json:"clusterScope,omitempty"`
 }
 
-// BackgroundAnalysis is measured from the first step until promotion.
-// +kubebuilder:validation:XValidation:rule="has(self.metrics) || has(self.templates)",message="analysis.background must set metrics, templates or both"
+// BackgroundAnalysis is measured from the step it starts at until
+// promotion, across pauses, beside the steps' analysis: a failure aborts
+// at any point. Its metrics come from templates, as Argo Rollouts'
+// background analysis does; spec.analysis.args are theirs too.
 type BackgroundAnalysis struct {
-	// +optional
-	// +listType=map
-	// +listMapKey=name
+	// Templates are AnalysisTemplates (in the Rollout's namespace) or
+	// ClusterAnalysisTemplates whose prometheus and web metrics are
+	// measured every interval (spec.analysis.interval) until promotion;
+	// spec.analysis.count does not end it. A job metric is refused.
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=10
-	Metrics []Metric `json:"metrics,omitempty"`
+	Templates []AnalysisTemplateRef `json:"templates"`
+	// StartingStep is the index of the step whose canary Pods, once ready,
+	// start the measuring (0, the first step, when unset).
 	// +optional
-	// +kubebuilder:validation:MaxItems=10
-	Templates []AnalysisTemplateRef `json:"templates,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	StartingStep *int32 `json:"startingStep,omitempty"`
 }
 
 // PostPromotionAnalysis is measured for a window after a full promotion.

@@ -33,6 +33,28 @@ func (s *RolloutSpec) AnalysisForStep(i int) (AnalysisSpec, bool) {
 	return out, true
 }
 
+// BackgroundAnalysis returns spec.analysis.background as an analysis to
+// run, with spec.analysis' settings and args and its defaults, the step it
+// starts at, and false when there is none. Its count is unbounded: it
+// measures until promotion, whatever spec.analysis.count says.
+func (s *RolloutSpec) BackgroundAnalysis() (AnalysisSpec, int32, bool) {
+	if s.Analysis == nil || s.Analysis.Background == nil || len(s.Analysis.Background.Templates) == 0 {
+		return AnalysisSpec{}, 0, false
+	}
+	var out AnalysisSpec
+	s.Analysis.DeepCopyInto(&out)
+	bg := out.Background
+	out.Background, out.PostPromotion, out.Metrics = nil, nil, nil
+	out.Templates = bg.Templates
+	out.Count = new(int32(math.MaxInt32))
+	out.setDefaults()
+	var from int32
+	if bg.StartingStep != nil {
+		from = *bg.StartingStep
+	}
+	return out, from, true
+}
+
 // override replaces the fields o sets; args merge key by key.
 func (a *AnalysisSpec) override(o *AnalysisSpec) {
 	if o.Interval != nil {

@@ -12,7 +12,6 @@ import (
 // spec.analysis whatever it leaves unset.
 // +kubebuilder:validation:XValidation:rule="!has(self.count) || !has(self.failureLimit) || self.failureLimit < self.count",message="analysis.failureLimit must be less than analysis.count, or the analysis could never fail"
 // +kubebuilder:validation:XValidation:rule="!has(self.templates) || self.templates.all(t, self.templates.exists_one(u, u.name == t.name && (has(u.clusterScope) && u.clusterScope) == (has(t.clusterScope) && t.clusterScope)))",message="analysis.templates must not name the same template twice"
-// +kubebuilder:validation:XValidation:rule="!has(self.background)",message="analysis.background is not implemented yet: this Stepwise would never measure it; measure in each step's analysis (spec.analysis.metrics, or a step's own) instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.postPromotion)",message="analysis.postPromotion is not implemented yet: this Stepwise would never measure it or roll back after promotion; analyse the last step before 100% instead"
 type AnalysisSpec struct {
 	// Interval between measurements. Defaults to 30s.
@@ -108,21 +107,20 @@ type AnalysisSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(m, self.exists_one(n, n.name == m.name))",message="analysis.metrics[].name must be unique"
 	Metrics []Metric `json:"metrics,omitempty"`
 
-	// Background is measured from the first step until promotion, across
-	// pauses, beside the steps' analysis: a failure aborts at any point.
-	// Only in spec.analysis, not in a step. Refused by the API server until
-	// the controller measures it; its schema is left out of the CRD until
-	// then, where each of its metrics would repeat the whole Metric schema.
+	// Background is measured from spec.analysis.background.startingStep
+	// until promotion, across pauses, beside the steps' analysis: a
+	// failure aborts at any point, an inconclusive verdict applies
+	// spec.analysis.inconclusive (Pause holds the rollout for a retry or
+	// an abort request). Only in spec.analysis, not in a step.
 	// +optional
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
-	// +kubebuilder:pruning:PreserveUnknownFields
 	Background *BackgroundAnalysis `json:"background,omitempty"`
 
 	// PostPromotion keeps measuring for a window after the rollout reached
 	// 100%: a failure rolls every Pod back in place to the previous stable
-	// revision. Only in spec.analysis, not in a step. Refused, and left out
-	// of the CRD's schema, as Background is.
+	// revision. Only in spec.analysis, not in a step. Refused by the API
+	// server until the controller measures it; its schema is left out of
+	// the CRD until then, where each of its metrics would repeat the whole
+	// Metric schema.
 	// +optional
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
@@ -433,6 +431,9 @@ type Measurement struct {
 	Metric string `json:"metric"`
 	// Step is the index of the step it was taken in.
 	Step int32 `json:"step"`
+	// Background is true for a measurement of spec.analysis.background.
+	// +optional
+	Background bool `json:"background,omitempty"`
 	// Value as text ("0.004", "NaN"); empty when the query failed.
 	// +optional
 	Value string           `json:"value,omitempty"`

@@ -91,6 +91,13 @@ const (
 	ReasonAnalysisInconclusive = "AnalysisInconclusive"
 	// ReasonAnalysisFailed: the step's analysis failed and the rollout aborted.
 	ReasonAnalysisFailed = "AnalysisFailed"
+	// ReasonBackgroundAnalysisFailed: spec.analysis.background failed and
+	// the rollout aborted.
+	ReasonBackgroundAnalysisFailed = "BackgroundAnalysisFailed"
+	// ReasonBackgroundAnalysisInconclusive: spec.analysis.background had
+	// no usable data and the inconclusive policy is Pause: the rollout
+	// holds for a retry or an abort request.
+	ReasonBackgroundAnalysisInconclusive = "BackgroundAnalysisInconclusive"
 	// ReasonAbortRequested: an abort-at request aborted the rollout.
 	ReasonAbortRequested = "AbortRequested"
 	// ReasonProgressDeadlineExceeded: the workload made no progress for

@@ -66,6 +66,7 @@ const (
 
 // RolloutSpec is the step plan for one workload.
 // +kubebuilder:validation:XValidation:rule="has(self.trafficRouting) || !self.steps.exists(s, has(s.traffic) || has(s.matches))",message="spec.steps[].traffic and spec.steps[].matches need spec.trafficRouting"
+// +kubebuilder:validation:XValidation:rule="!has(self.analysis) || !has(self.analysis.background) || !has(self.analysis.background.startingStep) || self.analysis.background.startingStep < size(self.steps)",message="spec.analysis.background.startingStep must be the index of one of spec.steps (0 is the first)"
 type RolloutSpec struct {
 	// WorkloadRef names the workload in the Rollout's namespace. It cannot change.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workloadRef is immutable: create another Rollout to drive another workload"
@@ -309,6 +310,12 @@ type RolloutStatus struct {
 	// Analysis is the analysis of the current step (or the one that aborted the rollout).
 	// +optional
 	Analysis *AnalysisStatus `json:"analysis,omitempty"`
+
+	// BackgroundAnalysis is the tally of spec.analysis.background for the
+	// rollout in progress (or the one it aborted); stepIndex is the step
+	// it started at.
+	// +optional
+	BackgroundAnalysis *AnalysisStatus `json:"backgroundAnalysis,omitempty"`
 
 	// AnalysisTemplates are the templates the rollout in progress uses, as
 	// they were when it started: a template edited mid-release does not

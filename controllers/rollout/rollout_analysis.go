@@ -134,6 +134,13 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 		return 0, err
 	}
 	st.Analysis = &res.Status
+	return r.recordRun(rd, res), nil
+}
+
+// recordRun writes what one round of an analysis run measured, and returns
+// when to measure next.
+func (r *Reconciler) recordRun(rd *round, res stepanalysis.Result) time.Duration {
+	st := &rd.ro.Status
 	for _, m := range res.Measurements {
 		appendMeasurement(st, m)
 	}
@@ -144,7 +151,7 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 	if res.Waiting != "" {
 		st.Message += ": " + res.Waiting
 	}
-	return res.RequeueAfter, nil
+	return res.RequeueAfter
 }
 
 // canaryReadyAt is when the step's canary Pods were all ready on the

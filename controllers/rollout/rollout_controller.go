@@ -239,6 +239,9 @@ type round struct {
 	now time.Time
 	// decision is the step decision; nil when none could be taken.
 	decision *step.Decision
+	// background is spec.analysis.background resolved before the decision
+	// (checkBackground); nil when none was.
+	background *v1alpha1.AnalysisSpec
 	// problem is why no decision could be taken, when it is not an error to retry.
 	problem *problem
 	// writers are the field managers other than ours found owning the
@@ -357,6 +360,9 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 		return 0, err
 	}
 
+	if err := r.checkBackground(ctx, rd, obs); err != nil {
+		return 0, err
+	}
 	in, err := r.decisionInput(ctx, rd, wl, obs)
 	if err != nil {
 		return 0, err
@@ -405,7 +411,11 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	if err != nil {
 		return 0, err
 	}
-	return earliest(earliest(d.RequeueAfter, analysisRequeue), trafficRequeue), nil
+	backgroundRequeue, err := r.runBackground(ctx, rd, wl, obs)
+	if err != nil {
+		return 0, err
+	}
+	return earliest(earliest(earliest(d.RequeueAfter, analysisRequeue), backgroundRequeue), trafficRequeue), nil
 }
 
 // finish writes the status once per reconcile, and only when it changed;

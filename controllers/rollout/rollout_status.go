@@ -87,7 +87,20 @@ func currentAnalysis(st *v1alpha1.RolloutStatus) *v1alpha1.AnalysisStatus {
 
 // verdictOf is the analysis verdict as the step decision reads it.
 func verdictOf(st *v1alpha1.RolloutStatus) step.Analysis {
-	a := currentAnalysis(st)
+	return verdictOfTally(currentAnalysis(st))
+}
+
+// backgroundVerdictOf is status.backgroundAnalysis' verdict when it is for
+// the canary revision.
+func backgroundVerdictOf(st *v1alpha1.RolloutStatus) step.Analysis {
+	if a := st.BackgroundAnalysis; a != nil && a.Revision == st.CanaryRevision {
+		return verdictOfTally(a)
+	}
+	return step.Analysis{}
+}
+
+// verdictOfTally reads an analysis tally's phase; nil is no verdict.
+func verdictOfTally(a *v1alpha1.AnalysisStatus) step.Analysis {
 	if a == nil {
 		return step.Analysis{}
 	}

@@ -87,6 +87,9 @@ func (r *Reconciler) decisionInput(ctx context.Context, rd *round, wl workload.W
 		Analysis: verdictOf(&ro.Status),
 		Requests: step.RequestsFromAnnotations(ro.Annotations),
 	}
+	if bg, from, ok := ro.Spec.BackgroundAnalysis(); ok {
+		in.Background = &step.Background{From: from, Inconclusive: bg.Inconclusive, Verdict: backgroundVerdictOf(&ro.Status)}
+	}
 	if ro.Spec.TrafficRouting != nil {
 		in.TrafficRouted = true
 		if t := ro.Status.Traffic; t != nil && t.CanaryRevision == ro.Status.CanaryRevision {

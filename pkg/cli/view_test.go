@@ -377,3 +377,29 @@ func TestRenderJudge(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderBackgroundAnalysis(t *testing.T) {
+	v := viewCases()["aborted"]
+	st := &v.Rollout.Status
+	st.Reason = stepwisev1.ReasonBackgroundAnalysisFailed
+	st.Analysis = nil
+	st.BackgroundAnalysis = &stepwisev1.AnalysisStatus{
+		StepIndex: 0, Revision: "web-7c9d8", StartedAt: *ago(9 * time.Minute), Phase: stepwisev1.AnalysisFailed,
+		Message: "error-rate: 0.2 is above 0.01",
+		Metrics: []stepwisev1.MetricStatus{{Name: "error-rate", Phase: stepwisev1.AnalysisFailed, Count: 9, Successful: 8, Failed: 1, LastValue: "0.2"}},
+	}
+	st.Measurements[6].Background = true
+	got := RenderRollout(v, ViewOptions{Now: testNow})
+	for _, want := range []string{
+		"Background analysis: Failed from step 1, started 9m ago",
+		"error-rate  Failed  9 measured  8 successful, 1 failed",
+		"2 (background)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("view lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\nAnalysis:") {
+		t.Errorf("view shows a step analysis there is none of:\n%s", got)
+	}
+}

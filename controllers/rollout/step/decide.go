@@ -30,6 +30,7 @@ func Decide(in Input) Decision {
 	d.trackProgress()
 	d.takeRequests()
 	d.decide()
+	d.planBackground()
 	d.rememberStable()
 	d.reportIgnored()
 	return d.out
@@ -65,6 +66,8 @@ type decider struct {
 	in                                 Input
 	out                                Decision
 	promote, promoteFull, abort, retry bool
+	// restartBackground asks planBackground for a new background run.
+	restartBackground bool
 }
 
 func (d *decider) status() *Status { return &d.out.Status }

@@ -45,8 +45,10 @@ type want struct {
 	stable    string
 	canary    string // "-": none
 	analysis  string // "Keep", "Start", "Run" or "Clear"
-	requeue   string // a time.Duration's String(), "0s" for none
-	message   string // substring
+	// background is Decision.Background, as analysis.
+	background string
+	requeue    string // a time.Duration's String(), "0s" for none
+	message    string // substring
 	// previous is PreviousStableRevisions joined with ",", "-" for none.
 	previous string
 	// full is PromotedFull, "true" or "false".
@@ -123,6 +125,14 @@ func (s *sim) apply(d Decision) {
 	}
 	if d.Analysis == AnalysisStart || d.Analysis == AnalysisClear {
 		s.in.Analysis = Analysis{}
+	}
+	if bg := s.in.Background; bg != nil {
+		switch d.Background {
+		case AnalysisStart:
+			bg.Verdict = Analysis{Verdict: VerdictRunning}
+		case AnalysisClear:
+			bg.Verdict = Analysis{}
+		}
 	}
 }
 
@@ -239,6 +249,11 @@ func (w want) check(t *testing.T, i int, d Decision) {
 		action = "Keep"
 	}
 	eq("analysis", action, w.analysis)
+	bg := string(d.Background)
+	if bg == "" {
+		bg = "Keep"
+	}
+	eq("background", bg, w.background)
 	eq("requeue", d.RequeueAfter.String(), w.requeue)
 	if w.message != "" && !strings.Contains(s.Message, w.message) {
 		t.Errorf("call %d: message %q does not contain %q", i, s.Message, w.message)

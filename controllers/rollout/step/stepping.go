@@ -50,6 +50,9 @@ func (d *decider) stepping() {
 		d.abortRollout(v1alpha1.ReasonAbortRequested, "aborted by request")
 		return
 	}
+	if d.background(i) {
+		return
+	}
 	if d.paused() {
 		reason, by := d.pauseReason()
 		s.Phase = v1alpha1.RolloutPaused

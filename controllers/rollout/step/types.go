@@ -163,6 +163,8 @@ type Input struct {
 	Workload Workload
 	// Analysis is the current step's verdict.
 	Analysis Analysis
+	// Background is spec.analysis.background; nil when there is none.
+	Background *Background
 	// Requests holds the request annotations now on the Rollout (empty when absent).
 	Requests Requests
 	// VersionViolation says why the update revision breaks
@@ -216,6 +218,9 @@ type Decision struct {
 	Stalled bool
 	// Analysis tells the analysis runner what to do.
 	Analysis AnalysisAction
+	// Background tells the runner of spec.analysis.background what to do
+	// with status.backgroundAnalysis.
+	Background AnalysisAction
 	// RequeueAfter is when to decide again without an outside event (a timed
 	// pause ending, a progress deadline, or a transition that may be followed
 	// by another at once); 0: wait for a watch event. Measurement times are

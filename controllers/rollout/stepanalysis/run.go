@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +55,11 @@ type Input struct {
 	// compare; nil Partition: unknown, no warning.
 	Replicas  int32
 	Partition *int32
+	// Background is true for spec.analysis.background: its run spans
+	// steps, so it resumes whatever StepIndex is (the step it started at
+	// stays in status), and StepIndex only names the step in messages and
+	// measurements.
+	Background bool
 }
 
 // Measurer does what needs the cluster and the network.
@@ -186,7 +190,7 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 			}
 			fresh[metric.Name] = tally(ms, meas, limitsOf(in.Spec, metric), in.Now)
 			rec := v1alpha1.Measurement{
-				Metric: metric.Name, Step: in.StepIndex, Value: formatValue(meas.Value),
+				Metric: metric.Name, Step: in.StepIndex, Background: in.Background, Value: formatValue(meas.Value),
 				Phase: v1alpha1.MeasurementPhase(meas.Phase), Message: meas.Message,
 				Time: metav1.NewTime(in.Now).Rfc3339Copy(),
 			}
@@ -254,7 +258,7 @@ func deferred(in Input, res Result, due []int, refused string) Result {
 // step's and revision's and no new run was asked for, else a new one
 // (started).
 func resume(in Input) (_ v1alpha1.AnalysisStatus, started bool) {
-	if !in.Start && in.Status != nil && in.Status.StepIndex == in.StepIndex && in.Status.Revision == in.Revision {
+	if !in.Start && in.Status != nil && (in.Background || in.Status.StepIndex == in.StepIndex) && in.Status.Revision == in.Revision {
 		a := *in.Status.DeepCopy()
 		if a.CanaryReadyAt == nil {
 			// A tally written before canaryReadyAt existed.
@@ -295,195 +299,6 @@ func syncMetricStatuses(a *v1alpha1.AnalysisStatus, metrics []v1alpha1.Metric) {
 		out = append(out, ms)
 	}
 	a.Metrics = out
-}
-
-// plan is a metric's first measurement, and why it is then.
-type plan struct {
-	first time.Time
-	// lookback is the query's lookback as a PromQL duration; empty when
-	// the query does not parse as PromQL and initialDelay alone counts.
-	lookback string
-	why      string
-}
-
-// ageProbe stands in for .CanaryAge when the lookback is read: a window
-// bound by the canary's age reaches back as far as the canary is old, never
-// before its readiness, so it should count for (next to) nothing. PromQL
-// refuses an empty range, so the smallest duration it takes is used, and
-// the lookback is rounded down to the second.
-const ageProbe = "1ms"
-
-// renderProbe renders a query to read its shape, not to run it: no Pod
-// names, and .CanaryAge as ageProbe.
-func renderProbe(query string, args map[string]string) (string, error) {
-	return analysis.Render(query, analysis.Vars{CanaryPods: "a^", StablePods: "a^", Pods: "a^", CanaryAge: ageProbe, Args: args})
-}
-
-// schedule computes a metric's first measurement: readyAt plus the longer
-// of the query's lookback plus the scrape margin, and initialDelay. The
-// time is rounded up to the second, as status keeps it, so that it is
-// never early.
-func schedule(m v1alpha1.Metric, spec v1alpha1.AnalysisSpec, readyAt time.Time) plan {
-	margin, delay := spec.ScrapeMargin.Duration, spec.InitialDelay.Duration
-	at := func(d time.Duration) time.Time { return ceilSecond(readyAt.Add(d)) }
-	if m.Job != nil {
-		// A Job reads no window of its own: it only waits for the
-		// canary's readiness, and initialDelay (a warm-up) if longer.
-		if delay > margin {
-			return plan{first: at(delay), why: fmt.Sprintf("initialDelay %s after the canary became ready", analysis.FormatDuration(delay))}
-		}
-		return plan{first: at(margin), why: fmt.Sprintf("a %s scrape margin after the canary became ready (a job metric)", analysis.FormatDuration(margin))}
-	}
-	var query string
-	if m.Prometheus != nil {
-		query = m.Prometheus.Query
-	}
-	rendered, err := renderProbe(query, ProbeArgs(&spec))
-	if err != nil {
-		// The measurement will say what is wrong with the template.
-		return plan{first: at(max(margin, delay)), why: "the query template does not render"}
-	}
-	lookback, err := analysis.Lookback(rendered, readyAt)
-	if err != nil {
-		if delay > 0 {
-			return plan{first: at(delay), why: fmt.Sprintf("initialDelay %s (the query does not parse as PromQL, so its lookback is unknown)", analysis.FormatDuration(delay))}
-		}
-		return plan{first: at(margin), why: "the query does not parse as PromQL"}
-	}
-	lookback = lookback.Truncate(time.Second)
-	p := plan{lookback: analysis.FormatDuration(lookback)}
-	switch {
-	case delay > lookback+margin:
-		p.first, p.why = at(delay), fmt.Sprintf("initialDelay %s after the canary became ready", analysis.FormatDuration(delay))
-	case lookback == 0:
-		p.first, p.why = at(margin), fmt.Sprintf("a %s scrape margin after the canary became ready (the query reads no further back than the canary's age)", analysis.FormatDuration(margin))
-	default:
-		p.first, p.why = at(lookback+margin), fmt.Sprintf("the query looks back %s, plus a %s scrape margin, after the canary became ready", p.lookback, analysis.FormatDuration(margin))
-	}
-	return p
-}
-
-// dueAt is when a metric's next measurement is due: its first measurement
-// time, then an interval after the last.
-func dueAt(ms v1alpha1.MetricStatus, interval time.Duration) time.Time {
-	due := analysis.NextMeasurementAt(lastMeasured(ms), interval)
-	if ms.FirstMeasurementAt != nil && due.Before(ms.FirstMeasurementAt.Time) {
-		return ms.FirstMeasurementAt.Time
-	}
-	return due
-}
-
-// lastMeasured is when the metric was last measured, at the latest: status
-// keeps times to the second, so a measurement taken at 10.9s reads back as
-// 10s, and counting the interval from 10s would shorten it. Counting from
-// the end of that second makes it never shorter than configured.
-func lastMeasured(ms v1alpha1.MetricStatus) time.Time {
-	if ms.LastMeasuredAt == nil {
-		return time.Time{}
-	}
-	return ms.LastMeasuredAt.Add(time.Second)
-}
-
-// taken is one due metric's measurement, and the judge's comparison
-// behind it for a compared metric.
-type taken struct {
-	m        analysis.Measurement
-	compared *judge.Result
-	// job is a job metric's outcome; not Done while its Job runs on.
-	job *JobOutcome
-}
-
-// MaxQueryTime bounds a round's queries whatever their timeouts say: a
-// Prometheus that never answers holds a reconcile worker at most this long
-// (or an interval, if shorter), so other Rollouts go on with the others.
-const MaxQueryTime = 30 * time.Second
-
-// measureAll takes the due metrics' measurements at once, each in its own
-// goroutine, under one deadline: the shortest of the analysis interval and
-// MaxQueryTime. A query still running then is an Error measurement.
-func measureAll(ctx context.Context, m Measurer, in Input, due []int, vars analysis.Vars, st *v1alpha1.AnalysisStatus, readyAt time.Time) []taken {
-	spec, now, metrics := in.Spec, in.Now, st.Metrics
-	deadline := min(spec.Interval.Duration, MaxQueryTime)
-	roundCtx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
-	out := make([]taken, len(due))
-	var wg sync.WaitGroup
-	for i, k := range due {
-		wg.Go(func() {
-			if job := spec.Metrics[k].Job; job != nil {
-				out[i] = measureJob(roundCtx, m, spec.Metrics[k], vars, JobKey{Rollout: in.Rollout, Revision: st.Revision,
-					Step: st.StepIndex, StartedAt: st.StartedAt.Time, Metric: spec.Metrics[k].Name, Index: metrics[k].Count})
-				return
-			}
-			out[i] = measure(roundCtx, m, spec.Metrics[k], vars, metrics[k].Lookback != "", readyAt, now)
-			if mm := &out[i].m; mm.Phase == analysis.PhaseError && ctx.Err() == nil && roundCtx.Err() != nil {
-				mm.Message = fmt.Sprintf("no answer within %s (the interval, at most %s): %s", analysis.FormatDuration(deadline), analysis.FormatDuration(MaxQueryTime), mm.Message)
-			}
-		})
-	}
-	wg.Wait()
-	return out
-}
-
-// measure renders a due metric's query for now, checks that its window
-// stays within the canary's time on the revision, and runs it.
-func measure(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analysis.Vars, checkWindow bool, readyAt, now time.Time) taken {
-	fail := func(format string, args ...any) taken {
-		return taken{m: analysis.Measurement{Phase: analysis.PhaseError, Message: fmt.Sprintf(format, args...)}}
-	}
-	if w := metric.Web; w != nil {
-		// The URL and body are rendered here; the rendered URL stands for
-		// the query in messages, the body travels in a copy of the metric.
-		u, err := analysis.Render(w.URL, vars)
-		if err != nil {
-			return fail("web.url: %v", err)
-		}
-		rendered := *metric.DeepCopy()
-		if w.Body != "" {
-			if rendered.Web.Body, err = analysis.Render(w.Body, vars); err != nil {
-				return fail("web.body: %v", err)
-			}
-		}
-		return taken{m: m.Measure(ctx, rendered, u)}
-	}
-	if metric.Prometheus == nil {
-		return fail("metric %s has no provider this controller runs", metric.Name)
-	}
-	if metric.Compare != nil {
-		// The window is checked on the canary's query; the stable one
-		// differs only in its Pods.
-		vars, _ = judge.Sides(vars)
-	}
-	query, err := analysis.Render(metric.Prometheus.Query, vars)
-	if err != nil {
-		return fail("%v", err)
-	}
-	if checkWindow {
-		if w := analysis.CheckWindow(query, readyAt, now); w.Problem != "" {
-			return fail("not measured: %s", w.Problem)
-		}
-	}
-	if metric.Compare != nil {
-		c, err := parseCompare(metric.Compare)
-		if err != nil {
-			return fail("%v", err)
-		}
-		r, meas := m.Compare(ctx, metric, vars, c)
-		return taken{m: meas, compared: r}
-	}
-	return taken{m: m.Measure(ctx, metric, query)}
-}
-
-// measureJob renders a job metric's spec and hands its Job to the
-// Measurer. A template that does not render is an Error measurement, as
-// for a query.
-func measureJob(ctx context.Context, m Measurer, metric v1alpha1.Metric, vars analysis.Vars, key JobKey) taken {
-	spec, deadline, err := RenderJob(*metric.Job, vars)
-	if err != nil {
-		return taken{m: analysis.Measurement{Phase: analysis.PhaseError, Message: err.Error()}}
-	}
-	o := m.Job(ctx, metric, JobRun{Name: JobName(key), Spec: spec, Deadline: deadline})
-	return taken{m: o.Measurement, job: &o}
 }
 
 // limitsOf is the analysis' limits, with the metric's own inconclusiveLimit.
@@ -529,54 +344,12 @@ func record(ms *v1alpha1.MetricStatus, m v1alpha1.Measurement, retention int) {
 	}
 }
 
-// waiting describes the wait for the first measurement while nothing has
-// been measured yet: the earliest metric due and why then.
-func waiting(metrics []v1alpha1.MetricStatus, spec v1alpha1.AnalysisSpec, now time.Time) string {
-	var next *v1alpha1.MetricStatus
-	for i := range metrics {
-		ms := &metrics[i]
-		if ms.Count > 0 {
-			return ""
-		}
-		if ms.Phase == v1alpha1.AnalysisRunning && ms.FirstMeasurementAt != nil && (next == nil || ms.FirstMeasurementAt.Before(next.FirstMeasurementAt)) {
-			next = ms
-		}
-	}
-	if next == nil || !now.Before(next.FirstMeasurementAt.Time) {
-		return ""
-	}
-	why := fmt.Sprintf("metric %s looks back %s", next.Name, next.Lookback)
-	if next.Lookback == "" {
-		why = fmt.Sprintf("metric %s waits for initialDelay", next.Name)
-	}
-	return fmt.Sprintf("first measurement at %s (%s, scrape margin %s)", next.FirstMeasurementAt.UTC().Format(time.RFC3339), why,
-		analysis.FormatDuration(spec.ScrapeMargin.Duration))
-}
-
-// nextDue is the wait until the earliest due measurement of a running
-// metric. A metric whose Job runs on (pending) is due already, so it
-// counts with its recheck instead: the watch on Jobs wakes the Rollout
-// when the Job ends, and the recheck only bounds a missed event.
-func nextDue(metrics []v1alpha1.MetricStatus, interval time.Duration, now time.Time, pending map[int]time.Duration) time.Duration {
-	var next time.Duration
-	for k, ms := range metrics {
-		if ms.Phase != v1alpha1.AnalysisRunning {
-			continue
-		}
-		wait := max(dueAt(ms, interval).Sub(now), time.Millisecond)
-		if recheck, ok := pending[k]; ok {
-			wait = max(recheck, time.Millisecond)
-		}
-		if next == 0 || wait < next {
-			next = wait
-		}
-	}
-	return next
-}
-
 func (in Input) event(eventType, reason, format string, args ...any) step.Event {
-	return step.Event{Type: eventType, Reason: reason,
-		Message: fmt.Sprintf("step %d/%d: ", in.StepIndex+1, in.Steps) + fmt.Sprintf(format, args...)}
+	prefix := fmt.Sprintf("step %d/%d: ", in.StepIndex+1, in.Steps)
+	if in.Background {
+		prefix = fmt.Sprintf("background analysis (at step %d/%d): ", in.StepIndex+1, in.Steps)
+	}
+	return step.Event{Type: eventType, Reason: reason, Message: prefix + fmt.Sprintf(format, args...)}
 }
 
 // formatValue writes a value as status keeps it; "" for none.
@@ -593,15 +366,6 @@ func timePtr(t time.Time) *metav1.Time {
 	}
 	mt := metav1.NewTime(t).Rfc3339Copy()
 	return &mt
-}
-
-// ceilSecond rounds up to the second, so that a time status truncates is
-// never earlier than meant.
-func ceilSecond(t time.Time) time.Time {
-	if r := t.Truncate(time.Second); !r.Equal(t) {
-		return r.Add(time.Second)
-	}
-	return t
 }
 
 func deref[T any](p *T, def T) T {

@@ -141,3 +141,20 @@ func (v *Validations) Len() int {
 	defer v.mu.Unlock()
 	return len(v.verdicts)
 }
+
+// CheckBackground refuses, naming it, a metric spec.analysis.background
+// cannot measure: a job metric (a Job per interval, for as long as the
+// rollout lasts) or a compared one (the judge compares one step's canary
+// and stable Pods, and a background run spans steps, the last of which
+// leaves no stable Pods).
+func CheckBackground(metrics []v1alpha1.Metric) error {
+	for _, m := range metrics {
+		switch {
+		case m.Job != nil:
+			return fmt.Errorf("analysis.background: metric %s is a job metric, which only a step's analysis runs; use a prometheus or web metric in the background template", m.Name)
+		case m.Compare != nil:
+			return fmt.Errorf("analysis.background: metric %s compares canary and stable, which only a step's analysis does; give it a thresholdRange in the background template", m.Name)
+		}
+	}
+	return nil
+}

@@ -72,10 +72,11 @@ func TestPrometheusValidationNamesTheField(t *testing.T) {
 	}
 }
 
-// spec.analysis.background and postPromotion are in the API for what is
-// coming (issue 37) but not measured yet: the API server refuses them,
-// saying so, rather than accept a safety net that never runs.
-func TestUnimplementedAnalysisIsRefused(t *testing.T) {
+// spec.analysis.postPromotion is in the API for what is coming (issue 37)
+// but not measured yet: the API server refuses it, saying so, rather than
+// accept a safety net that never runs. A background analysis that could
+// never start is refused too.
+func TestUnimplementedOrImpossibleAnalysisIsRefused(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	cases := []struct {
@@ -83,9 +84,12 @@ func TestUnimplementedAnalysisIsRefused(t *testing.T) {
 		mutate func(*stepwisev1.AnalysisSpec)
 		want   string
 	}{
-		{"background", func(a *stepwisev1.AnalysisSpec) {
-			a.Background = &stepwisev1.BackgroundAnalysis{Templates: []stepwisev1.AnalysisTemplateRef{{Name: "smoke"}}}
-		}, "analysis.background is not implemented yet"},
+		{"background starting past the last step", func(a *stepwisev1.AnalysisSpec) {
+			a.Background = &stepwisev1.BackgroundAnalysis{Templates: []stepwisev1.AnalysisTemplateRef{{Name: "smoke"}}, StartingStep: new(int32(1))}
+		}, "spec.analysis.background.startingStep must be the index of one of spec.steps"},
+		{"background without a template", func(a *stepwisev1.AnalysisSpec) {
+			a.Background = &stepwisev1.BackgroundAnalysis{Templates: []stepwisev1.AnalysisTemplateRef{}}
+		}, "spec.analysis.background.templates"},
 		{"postPromotion", func(a *stepwisev1.AnalysisSpec) {
 			a.PostPromotion = &stepwisev1.PostPromotionAnalysis{Window: metav1.Duration{Duration: 10 * time.Minute},
 				Templates: []stepwisev1.AnalysisTemplateRef{{Name: "smoke"}}}
