@@ -107,7 +107,7 @@ func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Wor
 	if !ok {
 		return 0, nil
 	}
-	if err := r.resolveAnalysis(ctx, rd.ro, &spec); err != nil {
+	if err := r.resolveAnalysis(ctx, rd.ro, &spec, fmt.Sprintf("the analysis of step %d", i+1)); err != nil {
 		return 0, err
 	}
 	var partition *int32

@@ -69,7 +69,7 @@ func (r *Reconciler) resolveBackground(ctx context.Context, ro *v1alpha1.Rollout
 	if !ok {
 		return nil, nil
 	}
-	if err := r.resolveAnalysis(ctx, ro, &spec); err != nil {
+	if err := r.resolveAnalysis(ctx, ro, &spec, "spec.analysis.background"); err != nil {
 		return nil, err
 	}
 	if err := stepanalysis.CheckBackground(spec.Metrics); err != nil {

@@ -25,8 +25,9 @@ const templateRecheck = 30 * time.Second
 // names (those recorded in status for this canary revision first, so that
 // a template edited mid-release does not change the release in flight),
 // and replaces spec's metrics and args with the resolved ones. A missing
-// template, arg or arg source is a stall naming it: never a pass.
-func (r *Reconciler) resolveAnalysis(ctx context.Context, ro *v1alpha1.Rollout, spec *v1alpha1.AnalysisSpec) error {
+// template, arg or arg source is a stall naming it, and the analysis it is
+// for (of, such as "spec.analysis.background"): never a pass.
+func (r *Reconciler) resolveAnalysis(ctx context.Context, ro *v1alpha1.Rollout, spec *v1alpha1.AnalysisSpec, of string) error {
 	if len(spec.Templates) == 0 && !hasValueFrom(spec.Args) {
 		return nil
 	}
@@ -42,9 +43,9 @@ func (r *Reconciler) resolveAnalysis(ctx context.Context, ro *v1alpha1.Rollout, 
 	var missing *stepanalysis.MissingError
 	switch {
 	case errors.As(err, &missing):
-		return stallRecheck(v1alpha1.ReasonAnalysisTemplateMissing, missing.Error())
+		return stallRecheck(v1alpha1.ReasonAnalysisTemplateMissing, of+": "+missing.Error())
 	case err != nil:
-		return stall(v1alpha1.ReasonInvalidAnalysis, "%v", err)
+		return stall(v1alpha1.ReasonInvalidAnalysis, "%s: %v", of, err)
 	}
 	merged := map[string]string{}
 	spec.Metrics = make([]v1alpha1.Metric, 0, len(resolved))

@@ -64,7 +64,7 @@ func Resolve(inline []v1alpha1.Metric, refs []v1alpha1.AnalysisTemplateRef,
 		key := TemplateKey{Name: ref.Name, ClusterScope: ref.ClusterScope}
 		spec, ok := templates[key]
 		if !ok {
-			return nil, &MissingError{What: fmt.Sprintf("%s not found (spec.analysis.templates)", key)}
+			return nil, &MissingError{What: fmt.Sprintf("%s not found", key)}
 		}
 		a, err := templateArgs(key, spec.Args, args)
 		if err != nil {
