@@ -54,6 +54,8 @@ type PlanOptions struct {
 	// Traffic, when set, adds spec.trafficRouting and each step's traffic
 	// and matches.
 	Traffic *PlanTraffic
+	// Templates, when set, adds analysis templates and their args.
+	Templates *PlanTemplates
 }
 
 // PlanPause is a timed pause or, with Manual, a wait for a promote.
@@ -240,6 +242,11 @@ func BuildPlan(cs *stepwisev1.CloneSet, o PlanOptions) (*stepwisev1.Rollout, err
 	}
 	if o.Traffic != nil {
 		if err := applyTraffic(r, o.Traffic); err != nil {
+			return nil, err
+		}
+	}
+	if o.Templates != nil {
+		if err := applyTemplates(r, o.Templates); err != nil {
 			return nil, err
 		}
 	}

@@ -223,6 +223,8 @@ func TestPlanIsAcceptedByTheAPIServer(t *testing.T) {
 		"one step, json": {"--steps", "100%", "-o", "json"},
 		"twenty steps": {"--steps", "5%,10%,15%,20%,25%,30%,35%,40%,45%,50%,55%,60%,65%,70%,75%,80%,85%,90%,95%,100%",
 			"--error-rate-max", "0", "--prometheus", "https://prom.example.com/api/prom"},
+		"templates": {"--steps", "10%,100%", "--analysis-template", "error-rate", "--analysis-template", "cluster:smoke",
+			"--background-template", "cluster:latency-p99", "--analysis-arg", "service=checkout", "--analysis-arg", "window=2m"},
 	}
 	for name, flags := range cases {
 		t.Run(name, func(t *testing.T) {

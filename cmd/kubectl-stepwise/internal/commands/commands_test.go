@@ -26,6 +26,8 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"plan", "web"}, "error: --steps is required"},
+		{[]string{"plan", "web", "--steps", "100%", "--analysis-template", "cluster:Bad"}, `error: --analysis-template: "cluster:Bad" is not NAME or cluster:NAME`},
+		{[]string{"plan", "web", "--steps", "100%", "--background-template", "x", "--analysis-arg", "service"}, `error: --analysis-arg: "service" is not NAME=VALUE`},
 		{[]string{"plan", "web", "--steps", "10%,150%"}, `error: --steps: "150%" is not a percent between 1% and 100%`},
 		{[]string{"plan", "web", "--steps", "50%,10%,100%"}, `error: --steps: "10%" after 50%: steps must update more pods each time`},
 		{[]string{"plan", "web", "--steps", "10%,50%"}, "error: --steps: the last step is 50%: it must be 100%"},

@@ -20,6 +20,7 @@ func newPlanCommand(e *env) *cobra.Command {
 		name, container, versionConstraint     string
 		output, filename                       string
 		tf                                     trafficFlags
+		af                                     templateFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "plan (CLONESET | -f FILE [CLONESET]) --steps 10%,50%,100%",
@@ -41,13 +42,20 @@ func newPlanCommand(e *env) *cobra.Command {
 			"the canary at each step (unset: its share of ready pods), --match sends\n" +
 			"matching requests to it at every step but the last. Each step's comment\n" +
 			"says what the routes will carry once it is reached, as the controller\n" +
-			"decides it for the CloneSet's replicas.",
+			"decides it for the CloneSet's replicas.\n\n" +
+			"--analysis-template measures an AnalysisTemplate (cluster:NAME for a\n" +
+			"ClusterAnalysisTemplate) in each step's analysis, --background-template\n" +
+			"from the first step until promotion, and --analysis-arg gives them args\n" +
+			"(docs/analysis.md). The templates are not read: a missing one stalls the\n" +
+			"Rollout, naming it, once a rollout starts.",
 		Example: "  kubectl stepwise plan web -n shop --steps 10%,50%,100% --pause 1m \\\n" +
 			"    --error-rate-max 0.01 --prometheus http://prometheus.monitoring:9090 > rollout.yaml\n" +
 			"  kubectl stepwise plan -f deploy/web/cloneset.yaml --steps 25%,100% > deploy/web/rollout.yaml\n" +
 			"  kustomize build deploy/web | kubectl stepwise plan -f - web --steps 25%,100%\n" +
 			"  kubectl stepwise plan -f deploy/web/cloneset.yaml --steps 10%,50%,100% --pause manual \\\n" +
-			"    --stable-service web --http-route web --traffic 0%,20%,100% --match header:x-canary=always",
+			"    --stable-service web --http-route web --traffic 0%,20%,100% --match header:x-canary=always\n" +
+			"  kubectl stepwise plan web -n shop --steps 10%,50%,100% --pause 10m \\\n" +
+			"    --analysis-template error-rate --background-template cluster:latency-p99 --analysis-arg service=checkout",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if filename != "" && len(args) <= 1 {
 				return nil
@@ -66,6 +74,9 @@ func newPlanCommand(e *env) *cobra.Command {
 			}
 			o.Name, o.Container = name, container
 			if o.Traffic, err = tf.options(len(o.Updated)); err != nil {
+				return err
+			}
+			if o.Templates, err = af.options(); err != nil {
 				return err
 			}
 			if err := checkOutput(output, false); err != nil {
@@ -103,8 +114,45 @@ func newPlanCommand(e *env) *cobra.Command {
 	f.StringArrayVar(&tf.routes, "http-route", nil, "HTTPRoute that sends to --stable-service, as [NAMESPACE/]NAME[#RULE] (RULE: index or name); repeatable.")
 	f.StringVar(&tf.weights, "traffic", "", "Percent of requests sent to the canary at each step, such as 0%,20%,100%; unset: its share of ready pods.")
 	f.StringArrayVar(&tf.matches, "match", nil, "Requests sent to the canary at every step but the last: header:NAME=VALUE or query:NAME=VALUE (~= for a regular expression); repeatable.")
+	f.StringArrayVar(&af.steps, "analysis-template", nil, "AnalysisTemplate measured in each step's analysis, as NAME or cluster:NAME (a ClusterAnalysisTemplate); repeatable.")
+	f.StringArrayVar(&af.background, "background-template", nil, "AnalysisTemplate measured from the first step until promotion (spec.analysis.background), as NAME or cluster:NAME; repeatable.")
+	f.StringArrayVar(&af.args, "analysis-arg", nil, "Arg of the templates, as NAME=VALUE; repeatable.")
 	addOutputFlag(cmd, &output, "yaml")
 	return cmd
+}
+
+// templateFlags are plan's analysis template flags.
+type templateFlags struct {
+	steps, background, args []string
+}
+
+// options parses the template flags; nil when none is set.
+func (f templateFlags) options() (*cli.PlanTemplates, error) {
+	if len(f.steps) == 0 && len(f.background) == 0 && len(f.args) == 0 {
+		return nil, nil
+	}
+	t := &cli.PlanTemplates{}
+	for _, pass := range []struct {
+		flag string
+		in   []string
+		out  *[]stepwisev1.AnalysisTemplateRef
+	}{{"analysis-template", f.steps, &t.Steps}, {"background-template", f.background, &t.Background}} {
+		for _, s := range pass.in {
+			ref, err := cli.ParseTemplateRef(s)
+			if err != nil {
+				return nil, usagef("--%s: %w", pass.flag, err)
+			}
+			*pass.out = append(*pass.out, ref)
+		}
+	}
+	for _, s := range f.args {
+		a, err := cli.ParseArg(s)
+		if err != nil {
+			return nil, usagef("--analysis-arg: %w", err)
+		}
+		t.Args = append(t.Args, a)
+	}
+	return t, nil
 }
 
 // trafficFlags are plan's traffic routing flags.
