@@ -65,22 +65,24 @@ type BackgroundAnalysis struct {
 	StartingStep *int32 `json:"startingStep,omitempty"`
 }
 
-// PostPromotionAnalysis is measured for a window after a full promotion.
-// +kubebuilder:validation:XValidation:rule="has(self.metrics) || has(self.templates)",message="analysis.postPromotion must set metrics, templates or both"
+// PostPromotionAnalysis is measured for a window once every Pod runs the
+// canary revision, before it is promoted to stable: a failure rolls every
+// Pod back in place to the stable revision. Its metrics come from
+// templates, as the background analysis' do.
 type PostPromotionAnalysis struct {
-	// Window is how long measuring goes on after 100%.
+	// Window is how long measuring goes on after the last step's Pods are
+	// ready; the revision is promoted to stable at its end.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1s')",message="analysis.postPromotion.window must be a duration of at least 1s, such as 10m"
 	Window metav1.Duration `json:"window"`
-	// +optional
-	// +listType=map
-	// +listMapKey=name
+	// Templates are AnalysisTemplates (in the Rollout's namespace) or
+	// ClusterAnalysisTemplates whose prometheus and web metrics are
+	// measured every interval (spec.analysis.interval) during the window.
+	// A job or compare metric is refused.
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=10
-	Metrics []Metric `json:"metrics,omitempty"`
-	// +optional
-	// +kubebuilder:validation:MaxItems=10
-	Templates []AnalysisTemplateRef `json:"templates,omitempty"`
+	Templates []AnalysisTemplateRef `json:"templates"`
 }
 
 // JudgeThresholds turn a score (0-100) into a verdict.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -41,18 +42,33 @@ func (s *RolloutSpec) BackgroundAnalysis() (AnalysisSpec, int32, bool) {
 	if s.Analysis == nil || s.Analysis.Background == nil || len(s.Analysis.Background.Templates) == 0 {
 		return AnalysisSpec{}, 0, false
 	}
-	var out AnalysisSpec
-	s.Analysis.DeepCopyInto(&out)
-	bg := out.Background
-	out.Background, out.PostPromotion, out.Metrics = nil, nil, nil
-	out.Templates = bg.Templates
-	out.Count = new(int32(math.MaxInt32))
-	out.setDefaults()
 	var from int32
-	if bg.StartingStep != nil {
+	if bg := s.Analysis.Background; bg.StartingStep != nil {
 		from = *bg.StartingStep
 	}
-	return out, from, true
+	return s.Analysis.unbounded(s.Analysis.Background.Templates), from, true
+}
+
+// PostPromotionAnalysis returns spec.analysis.postPromotion as an analysis
+// to run, as BackgroundAnalysis does, with its window; false when there is
+// none. Its count is unbounded: the window ends it.
+func (s *RolloutSpec) PostPromotionAnalysis() (AnalysisSpec, time.Duration, bool) {
+	if s.Analysis == nil || s.Analysis.PostPromotion == nil || len(s.Analysis.PostPromotion.Templates) == 0 {
+		return AnalysisSpec{}, 0, false
+	}
+	pp := s.Analysis.PostPromotion
+	return s.Analysis.unbounded(pp.Templates), pp.Window.Duration, true
+}
+
+// unbounded is a with templates for its metrics, no count, and defaults.
+func (a *AnalysisSpec) unbounded(templates []AnalysisTemplateRef) AnalysisSpec {
+	var out AnalysisSpec
+	a.DeepCopyInto(&out)
+	out.Background, out.PostPromotion, out.Metrics = nil, nil, nil
+	out.Templates = append([]AnalysisTemplateRef(nil), templates...)
+	out.Count = new(int32(math.MaxInt32))
+	out.setDefaults()
+	return out
 }
 
 // override replaces the fields o sets; args merge key by key.

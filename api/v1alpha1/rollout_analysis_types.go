@@ -12,7 +12,6 @@ import (
 // spec.analysis whatever it leaves unset.
 // +kubebuilder:validation:XValidation:rule="!has(self.count) || !has(self.failureLimit) || self.failureLimit < self.count",message="analysis.failureLimit must be less than analysis.count, or the analysis could never fail"
 // +kubebuilder:validation:XValidation:rule="!has(self.templates) || self.templates.all(t, self.templates.exists_one(u, u.name == t.name && (has(u.clusterScope) && u.clusterScope) == (has(t.clusterScope) && t.clusterScope)))",message="analysis.templates must not name the same template twice"
-// +kubebuilder:validation:XValidation:rule="!has(self.postPromotion)",message="analysis.postPromotion is not implemented yet: this Stepwise would never measure it or roll back after promotion; analyse the last step before 100% instead"
 type AnalysisSpec struct {
 	// Interval between measurements. Defaults to 30s.
 	// +optional
@@ -115,16 +114,12 @@ type AnalysisSpec struct {
 	// +optional
 	Background *BackgroundAnalysis `json:"background,omitempty"`
 
-	// PostPromotion keeps measuring for a window after the rollout reached
-	// 100%: a failure rolls every Pod back in place to the previous stable
-	// revision. Only in spec.analysis, not in a step. Refused by the API
-	// server until the controller measures it; its schema is left out of
-	// the CRD until then, where each of its metrics would repeat the whole
-	// Metric schema.
+	// PostPromotion keeps measuring for a window once every Pod runs the
+	// canary revision, before the revision is promoted to stable: a
+	// failure aborts and rolls every Pod back in place to the stable
+	// revision (Stepwise's CloneSet; other workloads keep their Pods until
+	// git reverts). Only in spec.analysis, not in a step.
 	// +optional
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
-	// +kubebuilder:pruning:PreserveUnknownFields
 	PostPromotion *PostPromotionAnalysis `json:"postPromotion,omitempty"`
 
 	// Judge turns the weighted share of passing compare metrics (0-100)
@@ -431,9 +426,11 @@ type Measurement struct {
 	Metric string `json:"metric"`
 	// Step is the index of the step it was taken in.
 	Step int32 `json:"step"`
-	// Background is true for a measurement of spec.analysis.background.
+	// Analysis names the analysis it was taken for when it is not a
+	// step's: background (spec.analysis.background) or postPromotion.
 	// +optional
-	Background bool `json:"background,omitempty"`
+	// +kubebuilder:validation:Enum=background;postPromotion
+	Analysis string `json:"analysis,omitempty"`
 	// Value as text ("0.004", "NaN"); empty when the query failed.
 	// +optional
 	Value string           `json:"value,omitempty"`

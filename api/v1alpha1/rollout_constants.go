@@ -98,6 +98,18 @@ const (
 	// no usable data and the inconclusive policy is Pause: the rollout
 	// holds for a retry or an abort request.
 	ReasonBackgroundAnalysisInconclusive = "BackgroundAnalysisInconclusive"
+	// ReasonPostPromotionAnalysis: every Pod runs the canary revision and
+	// spec.analysis.postPromotion measures it for its window before it is
+	// promoted to stable.
+	ReasonPostPromotionAnalysis = "PostPromotionAnalysis"
+	// ReasonPostPromotionAnalysisFailed: spec.analysis.postPromotion
+	// failed; the rollout aborted and every Pod goes back to the stable
+	// revision.
+	ReasonPostPromotionAnalysisFailed = "PostPromotionAnalysisFailed"
+	// ReasonPostPromotionAnalysisInconclusive: spec.analysis.postPromotion
+	// had no usable data and the inconclusive policy is Pause: the rollout
+	// holds, every Pod on the canary, for a promote, retry or abort request.
+	ReasonPostPromotionAnalysisInconclusive = "PostPromotionAnalysisInconclusive"
 	// ReasonAbortRequested: an abort-at request aborted the rollout.
 	ReasonAbortRequested = "AbortRequested"
 	// ReasonProgressDeadlineExceeded: the workload made no progress for
@@ -297,4 +309,11 @@ const (
 	AnalysisRolloutLabel = "stepwise.dev/analysis-rollout"
 	// AnalysisMetricLabel names the metric the Job measures.
 	AnalysisMetricLabel = "stepwise.dev/analysis-metric"
+)
+
+// Measurement.Analysis values: the analysis a measurement was taken for,
+// when it is not a step's.
+const (
+	MeasurementOfBackground    = "background"
+	MeasurementOfPostPromotion = "postPromotion"
 )

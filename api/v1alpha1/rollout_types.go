@@ -317,6 +317,12 @@ type RolloutStatus struct {
 	// +optional
 	BackgroundAnalysis *AnalysisStatus `json:"backgroundAnalysis,omitempty"`
 
+	// PostPromotionAnalysis is the tally of spec.analysis.postPromotion
+	// for the canary revision, from when its last step's Pods were ready
+	// (startedAt) to the end of the window (or the abort it caused).
+	// +optional
+	PostPromotionAnalysis *AnalysisStatus `json:"postPromotionAnalysis,omitempty"`
+
 	// AnalysisTemplates are the templates the rollout in progress uses, as
 	// they were when it started: a template edited mid-release does not
 	// change the release in flight.

@@ -977,13 +977,6 @@ func (in *PartitionGrant) DeepCopy() *PartitionGrant {
 func (in *PostPromotionAnalysis) DeepCopyInto(out *PostPromotionAnalysis) {
 	*out = *in
 	out.Window = in.Window
-	if in.Metrics != nil {
-		in, out := &in.Metrics, &out.Metrics
-		*out = make([]Metric, len(*in))
-		for i := range *in {
-			(*in)[i].DeepCopyInto(&(*out)[i])
-		}
-	}
 	if in.Templates != nil {
 		in, out := &in.Templates, &out.Templates
 		*out = make([]AnalysisTemplateRef, len(*in))
@@ -1210,6 +1203,11 @@ func (in *RolloutStatus) DeepCopyInto(out *RolloutStatus) {
 	}
 	if in.BackgroundAnalysis != nil {
 		in, out := &in.BackgroundAnalysis, &out.BackgroundAnalysis
+		*out = new(AnalysisStatus)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.PostPromotionAnalysis != nil {
+		in, out := &in.PostPromotionAnalysis, &out.PostPromotionAnalysis
 		*out = new(AnalysisStatus)
 		(*in).DeepCopyInto(*out)
 	}

@@ -126,6 +126,14 @@ func (g governance) partition(spec *intstr.IntOrString, updateRevision string) *
 	return &p
 }
 
+// promoted reports whether revision may become the CloneSet's current
+// revision: no Rollout governs it, or the governing Rollout has no stable
+// revision yet (it adopts one from the CloneSet) or made revision stable.
+// Not before the Rollouts were read.
+func (g governance) promoted(revision string) bool {
+	return g.known && (g.rollout == "" || g.stable == "" || g.stable == revision)
+}
+
 // governor is status.rollout.
 func (g governance) governor(updateRevision string) *stepwisev1.CloneSetGovernor {
 	if g.rollout == "" {

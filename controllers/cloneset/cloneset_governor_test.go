@@ -188,3 +188,38 @@ func TestGovernorChangedOnPromotion(t *testing.T) {
 		t.Error("the promotion (stable revision web-1 to web-2) did not pass the predicate")
 	}
 }
+
+// The current revision follows the update revision only once the governing
+// Rollout made it stable, so that an abort with every Pod updated (a failed
+// post-promotion analysis) still has a revision to take the Pods back to.
+func TestPromotedHoldsTheCurrentRevisionUntilTheRolloutMadeItStable(t *testing.T) {
+	cs := &stepwisev1.CloneSet{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
+	governing := func(stable string) []stepwisev1.Rollout {
+		return []stepwisev1.Rollout{{
+			ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: stepwisev1.RolloutSpec{WorkloadRef: stepwisev1.WorkloadReference{
+				APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "web"}},
+			Status: stepwisev1.RolloutStatus{StableRevision: stable},
+		}}
+	}
+	for _, tt := range []struct {
+		name     string
+		rollouts []stepwisev1.Rollout
+		known    bool
+		want     bool
+	}{
+		{name: "no Rollout", known: true, want: true},
+		{name: "a Rollout that made it stable", rollouts: governing("web-2"), known: true, want: true},
+		{name: "a Rollout still releasing it", rollouts: governing("web-1"), known: true, want: false},
+		{name: "a Rollout without a stable revision yet", rollouts: governing(""), known: true, want: true},
+		{name: "Rollouts not read", rollouts: governing("web-2"), known: false, want: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := governanceOf(cs, tt.rollouts)
+			g.known = tt.known
+			if got := g.promoted("web-2"); got != tt.want {
+				t.Errorf("promoted(web-2) = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

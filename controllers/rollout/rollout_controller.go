@@ -239,9 +239,9 @@ type round struct {
 	now time.Time
 	// decision is the step decision; nil when none could be taken.
 	decision *step.Decision
-	// background is spec.analysis.background resolved before the decision
-	// (checkBackground); nil when none was.
-	background *v1alpha1.AnalysisSpec
+	// spanning are the spanning analyses resolved before the decision
+	// (checkSpanning), by spanning.of.
+	spanning map[string]*v1alpha1.AnalysisSpec
 	// problem is why no decision could be taken, when it is not an error to retry.
 	problem *problem
 	// writers are the field managers other than ours found owning the
@@ -360,7 +360,7 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 		return 0, err
 	}
 
-	if err := r.checkBackground(ctx, rd, obs); err != nil {
+	if err := r.checkSpanning(ctx, rd, obs); err != nil {
 		return 0, err
 	}
 	in, err := r.decisionInput(ctx, rd, wl, obs)
@@ -411,11 +411,15 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	if err != nil {
 		return 0, err
 	}
-	backgroundRequeue, err := r.runBackground(ctx, rd, wl, obs)
-	if err != nil {
-		return 0, err
+	requeue := earliest(earliest(d.RequeueAfter, analysisRequeue), trafficRequeue)
+	for _, sp := range spannings() {
+		after, err := r.runSpanning(ctx, rd, sp, wl, obs)
+		if err != nil {
+			return 0, err
+		}
+		requeue = earliest(requeue, after)
 	}
-	return earliest(earliest(earliest(d.RequeueAfter, analysisRequeue), backgroundRequeue), trafficRequeue), nil
+	return requeue, nil
 }
 
 // finish writes the status once per reconcile, and only when it changed;

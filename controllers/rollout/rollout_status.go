@@ -47,6 +47,9 @@ func toStepStatus(st *v1alpha1.RolloutStatus) step.Status {
 	if a := currentAnalysis(st); a != nil {
 		s.AnalysisStartedAt = a.StartedAt.Time
 	}
+	if a := st.PostPromotionAnalysis; a != nil && a.Revision == st.CanaryRevision && st.CanaryRevision != "" {
+		s.PostPromotionStartedAt = a.StartedAt.Time
+	}
 	return s
 }
 
@@ -90,10 +93,10 @@ func verdictOf(st *v1alpha1.RolloutStatus) step.Analysis {
 	return verdictOfTally(currentAnalysis(st))
 }
 
-// backgroundVerdictOf is status.backgroundAnalysis' verdict when it is for
-// the canary revision.
-func backgroundVerdictOf(st *v1alpha1.RolloutStatus) step.Analysis {
-	if a := st.BackgroundAnalysis; a != nil && a.Revision == st.CanaryRevision {
+// spanningVerdictOf is a background or post-promotion tally's verdict when
+// it is for the canary revision.
+func spanningVerdictOf(a *v1alpha1.AnalysisStatus, st *v1alpha1.RolloutStatus) step.Analysis {
+	if a != nil && a.Revision == st.CanaryRevision {
 		return verdictOfTally(a)
 	}
 	return step.Analysis{}

@@ -88,7 +88,10 @@ func (r *Reconciler) decisionInput(ctx context.Context, rd *round, wl workload.W
 		Requests: step.RequestsFromAnnotations(ro.Annotations),
 	}
 	if bg, from, ok := ro.Spec.BackgroundAnalysis(); ok {
-		in.Background = &step.Background{From: from, Inconclusive: bg.Inconclusive, Verdict: backgroundVerdictOf(&ro.Status)}
+		in.Background = &step.Background{From: from, Inconclusive: bg.Inconclusive, Verdict: spanningVerdictOf(ro.Status.BackgroundAnalysis, &ro.Status)}
+	}
+	if pp, window, ok := ro.Spec.PostPromotionAnalysis(); ok {
+		in.PostPromotion = &step.PostPromotion{Window: window, Inconclusive: pp.Inconclusive, Verdict: spanningVerdictOf(ro.Status.PostPromotionAnalysis, &ro.Status)}
 	}
 	if ro.Spec.TrafficRouting != nil {
 		in.TrafficRouted = true

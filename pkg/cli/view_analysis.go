@@ -21,9 +21,12 @@ func (r *renderer) analysis(b *strings.Builder) {
 		}
 		r.tally(b, "Analysis:", fmt.Sprintf("for step %d", a.StepIndex+1), a, count)
 	}
+	// These measure until promotion or for a window: no count to reach.
 	if a := st.BackgroundAnalysis; a != nil {
-		// It measures until promotion: no count to reach.
 		r.tally(b, "Background analysis:", fmt.Sprintf("from step %d", a.StepIndex+1), a, 0)
+	}
+	if a := st.PostPromotionAnalysis; a != nil {
+		r.tally(b, "Post-promotion analysis:", "with every Pod on "+a.Revision, a, 0)
 	}
 }
 
@@ -95,11 +98,11 @@ func (r *renderer) measurements(b *strings.Builder) {
 }
 
 // stepOf is the step a measurement was taken in, marked when it is the
-// background analysis'.
+// background or post-promotion analysis'.
 func stepOf(m stepwisev1.Measurement) string {
 	s := strconv.Itoa(int(m.Step) + 1)
-	if m.Background {
-		s += " (background)"
+	if m.Analysis != "" {
+		s += " (" + m.Analysis + ")"
 	}
 	return s
 }

@@ -388,7 +388,7 @@ func TestRenderBackgroundAnalysis(t *testing.T) {
 		Message: "error-rate: 0.2 is above 0.01",
 		Metrics: []stepwisev1.MetricStatus{{Name: "error-rate", Phase: stepwisev1.AnalysisFailed, Count: 9, Successful: 8, Failed: 1, LastValue: "0.2"}},
 	}
-	st.Measurements[6].Background = true
+	st.Measurements[6].Analysis = stepwisev1.MeasurementOfBackground
 	got := RenderRollout(v, ViewOptions{Now: testNow})
 	for _, want := range []string{
 		"Background analysis: Failed from step 1, started 9m ago",

@@ -31,6 +31,7 @@ func Decide(in Input) Decision {
 	d.takeRequests()
 	d.decide()
 	d.planBackground()
+	d.planPostPromotion()
 	d.rememberStable()
 	d.reportIgnored()
 	return d.out
@@ -68,6 +69,8 @@ type decider struct {
 	promote, promoteFull, abort, retry bool
 	// restartBackground asks planBackground for a new background run.
 	restartBackground bool
+	// restartPostPromotion asks planPostPromotion for a new run.
+	restartPostPromotion bool
 }
 
 func (d *decider) status() *Status { return &d.out.Status }

@@ -47,6 +47,8 @@ type want struct {
 	analysis  string // "Keep", "Start", "Run" or "Clear"
 	// background is Decision.Background, as analysis.
 	background string
+	// post is Decision.PostPromotion, as analysis.
+	post string
 	requeue    string // a time.Duration's String(), "0s" for none
 	message    string // substring
 	// previous is PreviousStableRevisions joined with ",", "-" for none.
@@ -125,6 +127,14 @@ func (s *sim) apply(d Decision) {
 	}
 	if d.Analysis == AnalysisStart || d.Analysis == AnalysisClear {
 		s.in.Analysis = Analysis{}
+	}
+	if pp := s.in.PostPromotion; pp != nil {
+		switch d.PostPromotion {
+		case AnalysisStart:
+			pp.Verdict = Analysis{Verdict: VerdictRunning}
+		case AnalysisClear:
+			pp.Verdict = Analysis{}
+		}
 	}
 	if bg := s.in.Background; bg != nil {
 		switch d.Background {
@@ -254,6 +264,11 @@ func (w want) check(t *testing.T, i int, d Decision) {
 		bg = "Keep"
 	}
 	eq("background", bg, w.background)
+	post := string(d.PostPromotion)
+	if post == "" {
+		post = "Keep"
+	}
+	eq("post", post, w.post)
 	eq("requeue", d.RequeueAfter.String(), w.requeue)
 	if w.message != "" && !strings.Contains(s.Message, w.message) {
 		t.Errorf("call %d: message %q does not contain %q", i, s.Message, w.message)

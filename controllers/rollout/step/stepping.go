@@ -31,6 +31,7 @@ func (d *decider) stepping() {
 	if int(*s.CurrentStepIndex) != i {
 		// spec.steps shrank under the rollout: the last step starts afresh.
 		s.StepStartedAt, s.StepReadyAt, s.AnalysisStartedAt = d.in.Now, time.Time{}, time.Time{}
+		s.PostPromotionStartedAt = time.Time{}
 		d.out.Analysis = AnalysisClear
 	}
 	idx := int32(i)
@@ -48,6 +49,10 @@ func (d *decider) stepping() {
 	if d.abort {
 		d.abort = false
 		d.abortRollout(v1alpha1.ReasonAbortRequested, "aborted by request")
+		return
+	}
+	post := !s.PostPromotionStartedAt.IsZero()
+	if post && d.postPromotionVerdict(i) {
 		return
 	}
 	if d.background(i) {
@@ -93,6 +98,10 @@ func (d *decider) stepping() {
 		d.event(corev1.EventTypeNormal, v1alpha1.EventStepReady, "%s reached: %d/%d Pods on revision %s ready", d.stepName(i), d.in.Workload.UpdatedReadyReplicas, d.in.Workload.Replicas, s.CanaryRevision)
 	}
 
+	if post {
+		d.postPromoting(i)
+		return
+	}
 	if s.PromotedFull {
 		d.advance(i)
 		return
@@ -249,21 +258,33 @@ func (d *decider) inconclusive(i int, st Step) {
 	}
 }
 
-// advance moves from step i to the next, or completes the rollout after the last.
+// advance moves from step i to the next, or after the last starts the
+// post-promotion analysis or completes the rollout.
 func (d *decider) advance(i int) {
 	s := d.status()
 	d.out.Analysis = AnalysisClear
-	if i >= len(d.in.Steps)-1 {
-		canary, how := s.CanaryRevision, fmt.Sprintf("after %d steps", len(d.in.Steps))
-		if s.PromotedFull {
-			how = "promoted in full"
-		}
-		s.StableRevision = canary
-		d.idle()
-		d.event(corev1.EventTypeNormal, v1alpha1.EventRolloutCompleted, "revision %s is stable %s", canary, how)
+	if i < len(d.in.Steps)-1 {
+		d.enter(i + 1)
 		return
 	}
-	d.enter(i + 1)
+	if d.in.PostPromotion != nil && !s.PromotedFull {
+		d.startPostPromotion(i)
+		return
+	}
+	how := fmt.Sprintf("after %d steps", len(d.in.Steps))
+	if s.PromotedFull {
+		how = "promoted in full"
+	}
+	d.complete(how)
+}
+
+// complete makes the canary revision stable and the Rollout idle.
+func (d *decider) complete(how string) {
+	s := d.status()
+	canary := s.CanaryRevision
+	s.StableRevision = canary
+	d.idle()
+	d.event(corev1.EventTypeNormal, v1alpha1.EventRolloutCompleted, "revision %s is stable %s", canary, how)
 }
 
 // enter starts step next: its partition, and the gate to wait for.

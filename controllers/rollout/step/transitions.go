@@ -66,6 +66,7 @@ func (d *decider) clearRollout() {
 	s.CurrentStepIndex = nil
 	s.PromotedFull = false
 	s.StepStartedAt, s.StepReadyAt, s.AnalysisStartedAt = time.Time{}, time.Time{}, time.Time{}
+	s.PostPromotionStartedAt = time.Time{}
 }
 
 // inFastPath reports whether the status is already on the fast path for

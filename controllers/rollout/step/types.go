@@ -107,6 +107,12 @@ type Status struct {
 	// status.analysis.startedAt when status.analysis is for the current step
 	// and canary revision (zero otherwise), and writes it there on AnalysisStart.
 	AnalysisStartedAt time.Time
+	// PostPromotionStartedAt is when the post-promotion analysis started:
+	// every Pod ran the canary revision, and it is promoted to stable at
+	// the end of the window. The caller reads it from
+	// status.postPromotionAnalysis.startedAt when that tally is for the
+	// canary revision (zero otherwise), and writes it there on Start.
+	PostPromotionStartedAt time.Time
 	// LastProgressAt is when the workload last made progress; the progress
 	// deadline counts from here.
 	LastProgressAt time.Time
@@ -165,6 +171,8 @@ type Input struct {
 	Analysis Analysis
 	// Background is spec.analysis.background; nil when there is none.
 	Background *Background
+	// PostPromotion is spec.analysis.postPromotion; nil when there is none.
+	PostPromotion *PostPromotion
 	// Requests holds the request annotations now on the Rollout (empty when absent).
 	Requests Requests
 	// VersionViolation says why the update revision breaks
@@ -221,6 +229,9 @@ type Decision struct {
 	// Background tells the runner of spec.analysis.background what to do
 	// with status.backgroundAnalysis.
 	Background AnalysisAction
+	// PostPromotion tells the runner of spec.analysis.postPromotion what
+	// to do with status.postPromotionAnalysis.
+	PostPromotion AnalysisAction
 	// RequeueAfter is when to decide again without an outside event (a timed
 	// pause ending, a progress deadline, or a transition that may be followed
 	// by another at once); 0: wait for a watch event. Measurement times are

@@ -31,7 +31,7 @@ func TestBackgroundRunSpansSteps(t *testing.T) {
 	// resolveAnalysis puts the templates' metrics in place of the refs.
 	bg.Templates, bg.Metrics = nil, []v1alpha1.Metric{metric("errors", `max(x{pod=~"{{ .CanaryPods }}"})`)}
 
-	in := Input{Spec: bg, StepIndex: 0, Steps: 3, Revision: "web-2", StartedAt: at(0), CanaryReadyAt: at(0), Background: true, Start: true}
+	in := Input{Spec: bg, StepIndex: 0, Steps: 3, Revision: "web-2", StartedAt: at(0), CanaryReadyAt: at(0), Of: v1alpha1.MeasurementOfBackground, Start: true}
 	var last Result
 	for i, round := range []struct {
 		second float64
@@ -46,7 +46,7 @@ func TestBackgroundRunSpansSteps(t *testing.T) {
 			t.Fatalf("round %d: status.stepIndex = %d, want 0 (the step it started at)", i, res.Status.StepIndex)
 		}
 		for _, m := range res.Measurements {
-			if !m.Background || m.Step != round.step {
+			if m.Analysis != v1alpha1.MeasurementOfBackground || m.Step != round.step {
 				t.Errorf("round %d: measurement %+v, want background at step %d", i, m, round.step)
 			}
 		}

@@ -55,11 +55,12 @@ type Input struct {
 	// compare; nil Partition: unknown, no warning.
 	Replicas  int32
 	Partition *int32
-	// Background is true for spec.analysis.background: its run spans
-	// steps, so it resumes whatever StepIndex is (the step it started at
-	// stays in status), and StepIndex only names the step in messages and
-	// measurements.
-	Background bool
+	// Of names an analysis that is not a step's
+	// (v1alpha1.MeasurementOfBackground or MeasurementOfPostPromotion): its
+	// run spans steps, so it resumes whatever StepIndex is (the step it
+	// started at stays in status), and StepIndex only names the step in
+	// messages and measurements. Empty for a step's analysis.
+	Of string
 }
 
 // Measurer does what needs the cluster and the network.
@@ -190,7 +191,7 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 			}
 			fresh[metric.Name] = tally(ms, meas, limitsOf(in.Spec, metric), in.Now)
 			rec := v1alpha1.Measurement{
-				Metric: metric.Name, Step: in.StepIndex, Background: in.Background, Value: formatValue(meas.Value),
+				Metric: metric.Name, Step: in.StepIndex, Analysis: in.Of, Value: formatValue(meas.Value),
 				Phase: v1alpha1.MeasurementPhase(meas.Phase), Message: meas.Message,
 				Time: metav1.NewTime(in.Now).Rfc3339Copy(),
 			}
@@ -258,7 +259,7 @@ func deferred(in Input, res Result, due []int, refused string) Result {
 // step's and revision's and no new run was asked for, else a new one
 // (started).
 func resume(in Input) (_ v1alpha1.AnalysisStatus, started bool) {
-	if !in.Start && in.Status != nil && (in.Background || in.Status.StepIndex == in.StepIndex) && in.Status.Revision == in.Revision {
+	if !in.Start && in.Status != nil && (in.Of != "" || in.Status.StepIndex == in.StepIndex) && in.Status.Revision == in.Revision {
 		a := *in.Status.DeepCopy()
 		if a.CanaryReadyAt == nil {
 			// A tally written before canaryReadyAt existed.
@@ -346,8 +347,11 @@ func record(ms *v1alpha1.MetricStatus, m v1alpha1.Measurement, retention int) {
 
 func (in Input) event(eventType, reason, format string, args ...any) step.Event {
 	prefix := fmt.Sprintf("step %d/%d: ", in.StepIndex+1, in.Steps)
-	if in.Background {
+	switch in.Of {
+	case v1alpha1.MeasurementOfBackground:
 		prefix = fmt.Sprintf("background analysis (at step %d/%d): ", in.StepIndex+1, in.Steps)
+	case v1alpha1.MeasurementOfPostPromotion:
+		prefix = "post-promotion analysis: "
 	}
 	return step.Event{Type: eventType, Reason: reason, Message: prefix + fmt.Sprintf(format, args...)}
 }

@@ -142,18 +142,18 @@ func (v *Validations) Len() int {
 	return len(v.verdicts)
 }
 
-// CheckBackground refuses, naming it, a metric spec.analysis.background
-// cannot measure: a job metric (a Job per interval, for as long as the
-// rollout lasts) or a compared one (the judge compares one step's canary
-// and stable Pods, and a background run spans steps, the last of which
-// leaves no stable Pods).
-func CheckBackground(metrics []v1alpha1.Metric) error {
+// CheckSpanning refuses, naming it, a metric that an analysis spanning
+// steps (field: spec.analysis.background or postPromotion) cannot measure:
+// a job metric (a Job per interval, for as long as it lasts) or a compared
+// one (the judge compares one step's canary and stable Pods, and the last
+// step leaves no stable Pods).
+func CheckSpanning(field string, metrics []v1alpha1.Metric) error {
 	for _, m := range metrics {
 		switch {
 		case m.Job != nil:
-			return fmt.Errorf("analysis.background: metric %s is a job metric, which only a step's analysis runs; use a prometheus or web metric in the background template", m.Name)
+			return fmt.Errorf("%s: metric %s is a job metric, which only a step's analysis runs; use a prometheus or web metric in its templates", field, m.Name)
 		case m.Compare != nil:
-			return fmt.Errorf("analysis.background: metric %s compares canary and stable, which only a step's analysis does; give it a thresholdRange in the background template", m.Name)
+			return fmt.Errorf("%s: metric %s compares canary and stable, which only a step's analysis does; give it a thresholdRange instead", field, m.Name)
 		}
 	}
 	return nil

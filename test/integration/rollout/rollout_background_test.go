@@ -61,7 +61,7 @@ func TestBackgroundAnalysisAbortsARolloutThatDegradesDuringAPause(t *testing.T) 
 	}
 	var background int
 	for _, m := range aborted.Status.Measurements {
-		if m.Background {
+		if m.Analysis == stepwisev1.MeasurementOfBackground {
 			background++
 		}
 	}

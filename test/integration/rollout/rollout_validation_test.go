@@ -72,11 +72,9 @@ func TestPrometheusValidationNamesTheField(t *testing.T) {
 	}
 }
 
-// spec.analysis.postPromotion is in the API for what is coming (issue 37)
-// but not measured yet: the API server refuses it, saying so, rather than
-// accept a safety net that never runs. A background analysis that could
-// never start is refused too.
-func TestUnimplementedOrImpossibleAnalysisIsRefused(t *testing.T) {
+// A background analysis that could never start, and a background or
+// post-promotion analysis without a template to measure, are refused.
+func TestImpossibleSpanningAnalysisIsRefused(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	cases := []struct {
@@ -90,10 +88,14 @@ func TestUnimplementedOrImpossibleAnalysisIsRefused(t *testing.T) {
 		{"background without a template", func(a *stepwisev1.AnalysisSpec) {
 			a.Background = &stepwisev1.BackgroundAnalysis{Templates: []stepwisev1.AnalysisTemplateRef{}}
 		}, "spec.analysis.background.templates"},
-		{"postPromotion", func(a *stepwisev1.AnalysisSpec) {
+		{"postPromotion without a template", func(a *stepwisev1.AnalysisSpec) {
 			a.PostPromotion = &stepwisev1.PostPromotionAnalysis{Window: metav1.Duration{Duration: 10 * time.Minute},
+				Templates: []stepwisev1.AnalysisTemplateRef{}}
+		}, "spec.analysis.postPromotion.templates"},
+		{"postPromotion window under a second", func(a *stepwisev1.AnalysisSpec) {
+			a.PostPromotion = &stepwisev1.PostPromotionAnalysis{Window: metav1.Duration{Duration: time.Millisecond},
 				Templates: []stepwisev1.AnalysisTemplateRef{{Name: "smoke"}}}
-		}, "analysis.postPromotion is not implemented yet"},
+		}, "analysis.postPromotion.window must be a duration of at least 1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
