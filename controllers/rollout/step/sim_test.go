@@ -48,9 +48,9 @@ type want struct {
 	// background is Decision.Background, as analysis.
 	background string
 	// post is Decision.PostPromotion, as analysis.
-	post string
-	requeue    string // a time.Duration's String(), "0s" for none
-	message    string // substring
+	post    string
+	requeue string // a time.Duration's String(), "0s" for none
+	message string // substring
 	// previous is PreviousStableRevisions joined with ",", "-" for none.
 	previous string
 	// full is PromotedFull, "true" or "false".
