@@ -25,12 +25,14 @@ import (
 // workload that does not move updated Pods back itself when the partition
 // rises: rollback.Decide picks the canary Pods to delete within the
 // workload's budget, and the workload recreates each on its current (the
-// stable) revision. Nothing is remembered between rounds; the plan is made
-// again from the Pods, and Pod and workload events bring the next round.
-// CanaryRollbackCondition says what it is doing.
+// stable) revision. A workload that rolls back in place by itself only has
+// it followed. Nothing is remembered between rounds; the plan is made again
+// from the Pods, and Pod and workload events bring the next round.
+// CanaryRollbackCondition says what is going on, and at the end how long it
+// took since the abort (its True condition's transition time).
 func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation) error {
 	ro := rd.ro
-	if ro.Status.Phase != v1alpha1.RolloutAborted || obs.RollsBack {
+	if ro.Status.Phase != v1alpha1.RolloutAborted {
 		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.CanaryRollbackCondition)
 		return nil
 	}
@@ -53,14 +55,16 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round, wl workloa
 		Stable:         ro.Status.StableRevision,
 		Settled:        settled,
 		MaxUnavailable: obs.MaxUnavailable,
+		InPlace:        obs.RollsBack,
 	})
 
 	previous := apimeta.FindStatusCondition(ro.Status.Conditions, v1alpha1.CanaryRollbackCondition)
 	inProgress := previous != nil && previous.Status == metav1.ConditionTrue
 	switch {
 	case plan.Done() && inProgress:
-		setCanaryRollback(ro, rd, metav1.ConditionFalse, v1alpha1.ReasonCanaryPodsRolledBack, plan.Message())
-		rd.events = append(rd.events, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventCanaryRollbackCompleted, Message: plan.Message()})
+		message := plan.DoneMessage(rd.now.Sub(previous.LastTransitionTime.Time))
+		setCanaryRollback(ro, rd, metav1.ConditionFalse, v1alpha1.ReasonCanaryPodsRolledBack, message)
+		rd.events = append(rd.events, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventCanaryRollbackCompleted, Message: message})
 		return nil
 	case plan.Done(), len(plan.Canaries) == 0 && !inProgress:
 		// Nothing of the rollback's to wait for: a stable Pod that is not

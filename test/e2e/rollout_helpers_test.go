@@ -229,6 +229,8 @@ type storyOptions struct {
 	// labels are added to the Pod template (not to the selector).
 	labels map[string]string
 	spec   stepwisev1.RolloutSpec
+	// templates are created in the story's namespace before the Rollout.
+	templates []stepwisev1.AnalysisTemplate
 }
 
 // newStory creates a CloneSet on 1.0.0, waits for its Pods, then creates the
@@ -264,6 +266,10 @@ func (e *rolloutEnv) newStory(t *testing.T, prefix string, o storyOptions) *stor
 		s.waitRates(int(o.replicas))
 	}
 
+	for _, tmpl := range o.templates {
+		tmpl.Namespace = ns
+		g.Expect(e.client.Create(t.Context(), &tmpl)).To(Succeed())
+	}
 	o.spec.WorkloadRef = stepwisev1.WorkloadReference{APIVersion: stepwisev1.GroupVersion.String(), Kind: "CloneSet", Name: "web"}
 	ro := &stepwisev1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: o.spec}
 	g.Expect(e.client.Create(t.Context(), ro)).To(Succeed())

@@ -38,6 +38,8 @@ func TestRollout(t *testing.T) {
 	t.Run("ManagerRestartMidAnalysisResumes", func(t *testing.T) { testManagerRestartMidAnalysis(t, e) })
 	t.Run("VersionPolicyHoldsRollout", func(t *testing.T) { testVersionPolicy(t, e) })
 	t.Run("StatefulSetAbortRollsCanariesBack", func(t *testing.T) { testStatefulSetAbortRollsCanariesBack(t, e) })
+	t.Run("BackgroundAbortsDuringPause", func(t *testing.T) { testBackgroundAbortsDuringPause(t, e) })
+	t.Run("PostPromotionRollsBackInPlace", func(t *testing.T) { testPostPromotionRollsBackInPlace(t, e) })
 	t.Run("AnalysisWindows", func(t *testing.T) { testAnalysisWindows(t, e) })
 }
 

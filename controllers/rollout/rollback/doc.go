@@ -12,4 +12,9 @@
 // whole decision: Pods, revisions, readiness and the budget in, the Pods to
 // delete now out. Nothing is remembered between calls: the plan is made
 // again from the Pods as they are, so a restarted controller carries on.
+//
+// A workload that moves its Pods back in place by itself (Stepwise's
+// CloneSet, or OpenKruise's with the gate on) gets the same plan with
+// nothing to delete: it says which canaries are left and which Pods are not
+// ready yet, so that the Rollout reports the rollback and how long it took.
 package rollback

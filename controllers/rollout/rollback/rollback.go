@@ -54,6 +54,10 @@ type Input struct {
 	// for ordinals 0 to Replicas-1, to name the missing ones in messages;
 	// empty for workloads whose Pod names are random.
 	SetName string
+	// InPlace is true for a workload that moves its canary Pods back by
+	// itself once the partition rises (workload.Observation.RollsBack):
+	// nothing is deleted, and the plan only reports what is left.
+	InPlace bool
 }
 
 // Plan is what Decide asks for.
@@ -77,6 +81,8 @@ type Plan struct {
 	Blocked string
 	// Target is Input.Target, for messages.
 	Target string
+	// InPlace is Input.InPlace, for messages.
+	InPlace bool
 }
 
 // Done reports whether every Pod is on Target, present and available.
@@ -86,7 +92,7 @@ func (p Plan) Done() bool {
 
 // Decide returns which canary Pods to delete now.
 func Decide(in Input) Plan {
-	p := Plan{Target: in.Target}
+	p := Plan{Target: in.Target, InPlace: in.InPlace}
 	for _, pod := range in.Pods {
 		if pod.Terminating || !pod.Available {
 			p.Waiting = append(p.Waiting, pod.Name)
@@ -121,7 +127,7 @@ func Decide(in Input) Plan {
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
-	if len(p.Canaries) == 0 {
+	if len(p.Canaries) == 0 || in.InPlace {
 		return p
 	}
 	switch {
@@ -158,8 +164,15 @@ func (p Plan) Message() string {
 	if p.Done() {
 		return fmt.Sprintf("every Pod is back on revision %s", p.Target)
 	}
-	head := fmt.Sprintf("rolling back %s to revision %s", count(len(p.Canaries), "canary Pod"), p.Target)
-	if len(p.Canaries) == 0 {
+	how := ""
+	if p.InPlace {
+		how = " in place"
+	}
+	head := fmt.Sprintf("rolling back %s%s to revision %s", count(len(p.Canaries), "canary Pod"), how, p.Target)
+	switch {
+	case len(p.Canaries) == 0 && p.InPlace:
+		head = fmt.Sprintf("canary Pods back in place on revision %s", p.Target)
+	case len(p.Canaries) == 0:
 		head = fmt.Sprintf("canary Pods deleted, coming back on revision %s", p.Target)
 	}
 	if p.Blocked != "" {
@@ -186,7 +199,22 @@ func (p Plan) Message() string {
 	case p.Missing > 0:
 		waits = append(waits, count(int(p.Missing), "missing Pod")+" to be created")
 	}
+	if len(waits) == 0 {
+		// In place, before the workload has moved any of them.
+		return head + ": waiting for the workload to update them"
+	}
 	return fmt.Sprintf("%s: waiting for %s", head, strings.Join(waits, " and "))
+}
+
+// DoneMessage is Message once Done, with how long the rollback took since
+// it began (the abort): the figure that tells an in-place rollback from a
+// recreating one.
+func (p Plan) DoneMessage(took time.Duration) string {
+	how := ""
+	if p.InPlace {
+		how = " in place"
+	}
+	return fmt.Sprintf("every Pod is back on revision %s%s, %s after the rollback began", p.Target, how, took.Round(time.Second))
 }
 
 func count(n int, noun string) string {

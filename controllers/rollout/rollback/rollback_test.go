@@ -35,6 +35,11 @@ func input(budget int32, pods ...Pod) Input {
 	return Input{Pods: pods, Replicas: 4, Target: stable, Stable: stable, Settled: true, MaxUnavailable: budget}
 }
 
+func inPlace(in Input) Input {
+	in.InPlace = true
+	return in
+}
+
 func TestDecide(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -90,6 +95,18 @@ func TestDecide(t *testing.T) {
 		}(), canaries: "web-3", blocked: "no current revision"},
 		{name: "canaries gone, waiting for the last to be ready", in: input(1, pod(0, stable, ""), pod(1, stable, ""), pod(2, stable, "u"), pod(3, stable, "")),
 			message: "canary Pods deleted, coming back on revision web-1: waiting for web-2 to be ready"},
+		{name: "in place: nothing deleted before the workload moves them", in: inPlace(input(1, pod(0, stable, ""), pod(1, stable, ""), pod(2, bad, ""), pod(3, bad, ""))),
+			canaries: "web-3,web-2", message: "rolling back 2 canary Pods in place to revision web-1: waiting for the workload to update them"},
+		{name: "in place: nothing deleted, past the budget or unsettled", in: func() Input {
+			in := inPlace(input(1, pod(0, stable, "u"), pod(1, stable, ""), pod(2, bad, "u"), pod(3, bad, "")))
+			in.Settled = false
+			in.Stable = "web-0"
+			return in
+		}(), canaries: "web-2,web-3", message: "rolling back 2 canary Pods in place to revision web-1: waiting for web-0, web-2 to be ready"},
+		{name: "in place: the last one back, not ready yet", in: inPlace(input(1, pod(0, stable, ""), pod(1, stable, ""), pod(2, stable, "u"), pod(3, stable, ""))),
+			message: "canary Pods back in place on revision web-1: waiting for web-2 to be ready"},
+		{name: "in place: done", in: inPlace(input(1, pod(0, stable, ""), pod(1, stable, ""), pod(2, stable, ""), pod(3, stable, ""))),
+			done: true, message: "every Pod is back on revision web-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,6 +183,21 @@ func TestDecideSequence(t *testing.T) {
 		}
 		if p.Done() != s.done {
 			t.Fatalf("step %d: done = %v, want %v (%s)", i, p.Done(), s.done, p.Message())
+		}
+	}
+}
+
+func TestDoneMessage(t *testing.T) {
+	for _, tt := range []struct {
+		in   Input
+		took time.Duration
+		want string
+	}{
+		{in: input(1), took: 42*time.Second + 300*time.Millisecond, want: "every Pod is back on revision web-1, 42s after the rollback began"},
+		{in: inPlace(input(1)), took: 2600 * time.Millisecond, want: "every Pod is back on revision web-1 in place, 3s after the rollback began"},
+	} {
+		if got := Decide(tt.in).DoneMessage(tt.took); got != tt.want {
+			t.Errorf("DoneMessage(%s) = %q, want %q", tt.took, got, tt.want)
 		}
 	}
 }

@@ -99,7 +99,7 @@ func TestAnAbortRollsStatefulSetCanariesBackOneAtATime(t *testing.T) {
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(string(c.Status)).To(Equal("False"))
 		g.Expect(c.Reason).To(Equal(stepwisev1.ReasonCanaryPodsRolledBack))
-		g.Expect(c.Message).To(Equal("every Pod is back on revision db-1-0-0"))
+		g.Expect(c.Message).To(MatchRegexp(`^every Pod is back on revision db-1-0-0, [0-9]+s after the rollback began$`))
 	})
 	for _, p := range waitPods(t, ns, labels, 4, "db-1-0-0") {
 		if img := p.Spec.Containers[0].Image; img != image("1.0.0") {
@@ -308,7 +308,8 @@ func waitKruiseRolledBack(t *testing.T, ns string) []corev1.Pod {
 }
 
 // With the gate declared on the CloneSet, Kruise moves the canaries back in
-// place itself: the Rollout deletes nothing and raises no CanaryRollback.
+// place itself: the Rollout deletes nothing and only follows the rollback
+// in CanaryRollback, to its end and how long it took.
 func TestAnAbortLeavesTheRollbackToKruiseWithThePartitionRollbackGate(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
@@ -322,11 +323,20 @@ func TestAnAbortLeavesTheRollbackToKruiseWithThePartitionRollbackGate(t *testing
 			t.Errorf("pod %s was replaced, want every Pod moved back in place", p.Name)
 		}
 	}
-	consistently(t, ns, "web", time.Second, func(g Gomega, ro *stepwisev1.Rollout) {
-		g.Expect(condition(ro, stepwisev1.CanaryRollbackCondition)).To(BeNil())
+	eventually(t, ns, "web", func(g Gomega, ro *stepwisev1.Rollout) {
+		c := condition(ro, stepwisev1.CanaryRollbackCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(stepwisev1.ReasonCanaryPodsRolledBack))
+		g.Expect(c.Message).To(MatchRegexp(`^every Pod is back on revision web-1-0-0 in place, [0-9]+s after the rollback began$`))
 	})
-	if _, messages := watch.seen(); len(messages) > 0 {
-		t.Errorf("CanaryRollback raised (%q), want none", messages)
+	_, messages := watch.seen()
+	if len(messages) == 0 {
+		t.Error("CanaryRollback never said the rollback was going on")
+	}
+	for _, m := range messages {
+		if !strings.Contains(m, " in place") {
+			t.Errorf("CanaryRollback message %q, want every one to say in place", m)
+		}
 	}
 	if n := len(events(t, ns, "web", stepwisev1.EventCanaryPodDeleted)); n != 0 {
 		t.Errorf("%d CanaryPodDeleted Events, want none", n)
