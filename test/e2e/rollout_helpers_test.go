@@ -143,16 +143,25 @@ func newRolloutEnvOn(t *testing.T, b *bed) *rolloutEnv {
 
 // errorRates lets a story override, for its namespace, the error rate the
 // simulator gives Pods; others keep traffic.DefaultErrorRate.
-type errorRates struct{ byNamespace sync.Map }
+type errorRates struct {
+	// byNamespace holds a func(*corev1.Pod) float64 per namespace.
+	byNamespace sync.Map
+}
 
 func (r *errorRates) rate(pod *corev1.Pod) float64 {
 	if v, ok := r.byNamespace.Load(pod.Namespace); ok {
-		return v.(float64)
+		return v.(func(*corev1.Pod) float64)(pod)
 	}
 	return traffic.DefaultErrorRate(pod)
 }
 
-func (r *errorRates) set(ns string, rate float64) { r.byNamespace.Store(ns, rate) }
+// set gives every Pod of ns the error rate.
+func (r *errorRates) set(ns string, rate float64) {
+	r.setFunc(ns, func(*corev1.Pod) float64 { return rate })
+}
+
+// setFunc gives each Pod of ns the error rate f returns for it.
+func (r *errorRates) setFunc(ns string, f func(*corev1.Pod) float64) { r.byNamespace.Store(ns, f) }
 
 // unreachableAddress is an http URL on a 127.0.0.1 port just closed, so
 // that connecting is refused at once.

@@ -40,6 +40,7 @@ func TestRollout(t *testing.T) {
 	t.Run("StatefulSetAbortRollsCanariesBack", func(t *testing.T) { testStatefulSetAbortRollsCanariesBack(t, e) })
 	t.Run("BackgroundAbortsDuringPause", func(t *testing.T) { testBackgroundAbortsDuringPause(t, e) })
 	t.Run("PostPromotionRollsBackInPlace", func(t *testing.T) { testPostPromotionRollsBackInPlace(t, e) })
+	t.Run("JudgeAbortsWhatAThresholdPasses", func(t *testing.T) { testJudgeAbortsWhatAThresholdPasses(t, e) })
 	t.Run("AnalysisWindows", func(t *testing.T) { testAnalysisWindows(t, e) })
 }
 
