@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/notification"
 	"github.com/stepwise-dev/stepwise/internal/manager"
 	analysisprom "github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
-	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
 func main() {

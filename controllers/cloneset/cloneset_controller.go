@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/internal/podcache"
+	"github.com/stepwise-dev/stepwise/controllers/podcache"
 	"github.com/stepwise-dev/stepwise/pkg/inplace"
 )
 

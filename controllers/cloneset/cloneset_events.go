@@ -3,7 +3,7 @@ package cloneset
 import (
 	"fmt"
 
-	"github.com/stepwise-dev/stepwise/internal/eventnote"
+	"github.com/stepwise-dev/stepwise/controllers/internal/eventnote"
 )
 
 // podActions gathers what a round did to its Pods, so that each kind of

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/internal/eventnote"
+	"github.com/stepwise-dev/stepwise/controllers/internal/eventnote"
 )
 
 func TestPodActionsTellEachKindOfActionOnce(t *testing.T) {

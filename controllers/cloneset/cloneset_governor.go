@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/internal/index"
+	"github.com/stepwise-dev/stepwise/controllers/index"
 )
 
 // A Rollout that names a CloneSet governs it: the Rollout's status carries

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/internal/index"
+	"github.com/stepwise-dev/stepwise/controllers/index"
 )
 
 // checkClaim stalls the round when another Rollout drives the workload,

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/notification"
 	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
-	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
 // decideNotification is the pure decision of what to post: given the

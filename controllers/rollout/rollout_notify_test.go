@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/notification"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/notification"
 )
 
 // TestDecideNotification replays sequences of phases, as successive

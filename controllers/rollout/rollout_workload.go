@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/index"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
-	"github.com/stepwise-dev/stepwise/internal/index"
 )
 
 func workloadGVK(ref v1alpha1.WorkloadReference) (schema.GroupVersionKind, error) {

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/podcache"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
-	"github.com/stepwise-dev/stepwise/internal/podcache"
 )
 
 // What the informer cache holds, and in what shape, decides the manager's

@@ -23,12 +23,12 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/cloneset"
+	"github.com/stepwise-dev/stepwise/controllers/index"
+	"github.com/stepwise-dev/stepwise/controllers/podcache"
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/notification"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
-	"github.com/stepwise-dev/stepwise/internal/index"
-	"github.com/stepwise-dev/stepwise/internal/podcache"
 	analysisprom "github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
-	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
 // Controller names, as --controllers and Options.Controllers take them and

@@ -29,4 +29,11 @@
 // an empty vector, several series, an unexpected result type and query
 // errors can never produce a Successful measurement, and a Passed verdict
 // needs at least one Successful measurement.
+//
+// # Stability
+//
+// This package is for other programs to import. While Stepwise's API is
+// v1alpha1, an exported name may change in a minor release; every such
+// change is in the CHANGELOG. It imports nothing of Stepwise's but the API
+// types and its own subpackages (docs/architecture.md).
 package analysis

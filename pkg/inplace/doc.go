@@ -20,4 +20,11 @@
 // The diff between two templates (CalculateSpec), image comparison and the
 // planning of each write are pure functions; API access goes through the
 // small PodClient adapter.
+//
+// # Stability
+//
+// This package is for other programs to import. While Stepwise's API is
+// v1alpha1, an exported name may change in a minor release; every such
+// change is in the CHANGELOG. It imports nothing of Stepwise's but the API
+// types and its own subpackages (docs/architecture.md).
 package inplace

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 	"github.com/stepwise-dev/stepwise/internal/manager"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 	"github.com/stepwise-dev/stepwise/test/promrunner"
@@ -300,7 +300,7 @@ func (d *demo) release(ctx context.Context, label, image string, requestAbort bo
 					return err
 				}
 			}
-			return errors.New("pkg/cli offers no abort action")
+			return errors.New("internal/cli offers no abort action")
 		}
 	}
 	f, err := d.follow(ctx, label, true, d.opts.ReleaseTimeout, onChange)

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 func main() {

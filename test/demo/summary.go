@@ -9,7 +9,7 @@ import (
 	"time"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 // summary is the story's evidence: the Pods at three moments and the two

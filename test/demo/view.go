@@ -14,7 +14,7 @@ import (
 	"golang.org/x/term"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 // followed is what the demo saw of one release.
@@ -112,7 +112,7 @@ func since(before, now []stepwisev1.Measurement) []stepwisev1.Measurement {
 	return now
 }
 
-// liveView draws pkg/cli's view of the Rollout. On a terminal it redraws
+// liveView draws internal/cli's view of the Rollout. On a terminal it redraws
 // in place (and every second, for countdowns); elsewhere (CI, a test, a
 // pipe) it prints a line when cli.Judge's summary changes and the full view
 // once, at the end.

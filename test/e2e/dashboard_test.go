@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 // dashboardTimeout bounds one wait for the page: a whole release with

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/stepwise-dev/stepwise/internal/eventnote"
+	"github.com/stepwise-dev/stepwise/controllers/internal/eventnote"
 )
 
 // Pod is what the plan reads of one Pod of the workload.

@@ -164,7 +164,7 @@ type Clients struct {
 	Writer client.Client
 	// APIReader reads around the cache, for managed fields.
 	APIReader client.Reader
-	// Pods reads the cached Pods without copying them (internal/podcache).
+	// Pods reads the cached Pods without copying them (controllers/podcache).
 	Pods PodLister
 }
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
-	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus/internal/promtest"
+	"github.com/stepwise-dev/stepwise/test/promtest"
 )
 
 // errorRateQuery is the query of the Rollout contract's example.

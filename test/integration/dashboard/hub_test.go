@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/dashboard"
+	"github.com/stepwise-dev/stepwise/internal/dashboard"
 	"github.com/stepwise-dev/stepwise/test/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/harness"
 )

@@ -10,8 +10,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/notification"
 	"github.com/stepwise-dev/stepwise/internal/manager"
-	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
 // TestNotificationSlowWebhookDelaysNoOther: a webhook that accepts the

@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/rollout/notification"
 	"github.com/stepwise-dev/stepwise/internal/manager"
-	"github.com/stepwise-dev/stepwise/pkg/notification"
 )
 
 // webhookReceiver is a chat or incident tool on 127.0.0.1: it keeps every

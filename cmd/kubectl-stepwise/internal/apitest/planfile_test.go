@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
-	"github.com/stepwise-dev/stepwise/pkg/crdschema"
+	"github.com/stepwise-dev/stepwise/internal/cli"
+	"github.com/stepwise-dev/stepwise/internal/crdschema"
 )
 
 // TestOfflineValidationMatchesTheAPIServer: what plan -f says of a

@@ -9,7 +9,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/cmd/kubectl-stepwise/internal/commands"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 func cloneSetOf(t *testing.T, ns string) *stepwisev1.CloneSet {

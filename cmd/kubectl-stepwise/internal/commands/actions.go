@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 // newActionCommand builds promote, abort, retry, pause or resume: each

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/stepwise-dev/stepwise/pkg/cli"
-	"github.com/stepwise-dev/stepwise/pkg/dashboard"
+	"github.com/stepwise-dev/stepwise/internal/cli"
+	"github.com/stepwise-dev/stepwise/internal/dashboard"
 )
 
 func newDashboardCommand(e *env) *cobra.Command {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 func newPlanCommand(e *env) *cobra.Command {

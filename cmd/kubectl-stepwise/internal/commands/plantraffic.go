@@ -5,13 +5,13 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 // planStepTraffic is what the routes carry once each step of r is reached,
 // for a workload of replicas Pods that all become ready: the controller's
 // own decision (traffic.Decide), step after step, so that plan never
-// re-derives it. It lives in cmd because pkg/cli sits below controllers.
+// re-derives it. It lives in cmd because internal/cli sits below controllers.
 func planStepTraffic(r *stepwisev1.Rollout, replicas int32) (*cli.TrafficPlan, error) {
 	if r.Spec.TrafficRouting == nil {
 		return nil, nil

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 // fakeViews serves one Rollout, shop/web, and lets a test announce changes.

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 // Hub watches the Rollouts of one namespace (or all) with informers, along

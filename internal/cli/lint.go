@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/crdschema"
+	"github.com/stepwise-dev/stepwise/internal/crdschema"
 )
 
 // LintOptions are what Lint checks besides the CRDs.

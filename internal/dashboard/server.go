@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 //go:embed assets

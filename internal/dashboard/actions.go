@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 )
 
 // ActionState is one button of the Rollout page: whether the controller

@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/cli"
 	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
-	"github.com/stepwise-dev/stepwise/pkg/cli"
 )
 
 // Summary is one row of the list page.

@@ -14,7 +14,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/pkg/crdschema"
+	"github.com/stepwise-dev/stepwise/internal/crdschema"
 )
 
 // ManifestFile is what ReadCloneSet and Lint read: a file's content and how
