@@ -84,9 +84,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if r.Pods == nil {
 		return errors.New("the CloneSet controller needs the cache's Pod stores (Reconciler.Pods)")
 	}
-	if err := r.setUpIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return err
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// A status write of ours comes back as an update event; reconciling
 		// on it finds nothing new (the Pods' own events bring the next

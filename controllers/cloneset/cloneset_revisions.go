@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/index"
 )
 
 // RevisionLabel is the Pod and ControllerRevision label that names a revision,
@@ -62,7 +63,7 @@ func hashTemplate(data []byte, collisionCount int32) string {
 // Pod still uses.
 func (r *Reconciler) syncRevisions(ctx context.Context, cs *stepwisev1.CloneSet, pods []*corev1.Pod) (*revisionSet, error) {
 	var list appsv1.ControllerRevisionList
-	if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingFields{revisionOwnerIndex: string(cs.UID)}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(cs.Namespace), client.MatchingFields{index.RevisionOwner: string(cs.UID)}); err != nil {
 		return nil, fmt.Errorf("listing ControllerRevisions: %w", err)
 	}
 	revisions := make([]*appsv1.ControllerRevision, 0, len(list.Items))

@@ -163,9 +163,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		return errors.New("the Rollout controller needs the cache's Pod stores (Reconciler.Pods)")
 	}
 	r.cache = mgr.GetCache()
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Rollout{}, trafficIndex, indexTraffic); err != nil {
-		return fmt.Errorf("indexing Rollouts by traffic object: %w", err)
-	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("rollout").
 		For(&v1alpha1.Rollout{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/controllers/index"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
@@ -46,51 +47,13 @@ import (
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=referencegrants,verbs=list;watch
 // +kubebuilder:rbac:groups=stepwise.dev,resources=rollouts,verbs=patch
 
-// trafficIndex indexes Rollouts by the objects their traffic routing reads
-// (trafficKey): the stable and canary Services, the routes it names and
-// Stepwise's canary routes beside them, and, when a route is in another
-// namespace, the Rollout's namespace for its ReferenceGrants (any name).
-const trafficIndex = "spec.trafficRouting.objects"
-
-// trafficKey is the index value of an object of kind: kind/namespace/name,
-// without the name for a ReferenceGrant (any grant of the namespace may
-// allow the route).
-func trafficKey(kind, namespace, name string) string {
-	if kind == traffic.ReferenceGrantGVK.Kind {
-		name = ""
-	}
-	return kind + "/" + namespace + "/" + name
-}
-
-func indexTraffic(obj client.Object) []string {
-	ro, ok := obj.(*v1alpha1.Rollout)
-	if !ok || ro.Spec.TrafficRouting == nil {
-		return nil
-	}
-	tr := ro.Spec.TrafficRouting
-	keys := []string{trafficKey("Service", ro.Namespace, tr.StableService), trafficKey("Service", ro.Namespace, tr.CanaryService.Name)}
-	for _, ref := range tr.HTTPRoutes {
-		ns := ref.Namespace
-		if ns == "" {
-			ns = ro.Namespace
-		}
-		keys = append(keys, trafficKey("HTTPRoute", ns, ref.Name), trafficKey("HTTPRoute", ns, traffic.CanaryRouteName(ref.Name)))
-		if ns != ro.Namespace {
-			// The grant that lets the route send to the Services, and its
-			// owner's consent in its own namespace.
-			keys = append(keys, trafficKey(traffic.ReferenceGrantGVK.Kind, ro.Namespace, ""), trafficKey(traffic.ReferenceGrantGVK.Kind, ns, ""))
-		}
-	}
-	return keys
-}
-
 // rolloutsOfTraffic maps an object of kind (watched by its metadata) to the
-// Rollouts whose traffic routing reads it, through trafficIndex on the
+// Rollouts whose traffic routing reads it, through index.RolloutTraffic on the
 // cached Rollouts.
 func (r *Reconciler) rolloutsOfTraffic(kind string) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var list v1alpha1.RolloutList
-		if err := r.Client.List(ctx, &list, client.MatchingFields{trafficIndex: trafficKey(kind, obj.GetNamespace(), obj.GetName())}); err != nil {
+		if err := r.Client.List(ctx, &list, client.MatchingFields{index.RolloutTraffic: index.TrafficKey(kind, obj.GetNamespace(), obj.GetName())}); err != nil {
 			log.FromContext(ctx).Error(err, "listing the Rollouts of a traffic object", "kind", kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
 			return nil
 		}

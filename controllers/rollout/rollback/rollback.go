@@ -214,7 +214,12 @@ func (p Plan) DoneMessage(took time.Duration) string {
 	if p.InPlace {
 		how = " in place"
 	}
-	return fmt.Sprintf("every Pod is back on revision %s%s, %s after the rollback began", p.Target, how, took.Round(time.Second))
+	// The start is a condition's transition time, kept to the second.
+	after := took.Round(time.Second).String()
+	if took < time.Second {
+		after = "under 1s"
+	}
+	return fmt.Sprintf("every Pod is back on revision %s%s, %s after the rollback began", p.Target, how, after)
 }
 
 func count(n int, noun string) string {

@@ -195,6 +195,7 @@ func TestDoneMessage(t *testing.T) {
 	}{
 		{in: input(1), took: 42*time.Second + 300*time.Millisecond, want: "every Pod is back on revision web-1, 42s after the rollback began"},
 		{in: inPlace(input(1)), took: 2600 * time.Millisecond, want: "every Pod is back on revision web-1 in place, 3s after the rollback began"},
+		{in: inPlace(input(1)), took: 400 * time.Millisecond, want: "every Pod is back on revision web-1 in place, under 1s after the rollback began"},
 	} {
 		if got := Decide(tt.in).DoneMessage(tt.took); got != tt.want {
 			t.Errorf("DoneMessage(%s) = %q, want %q", tt.took, got, tt.want)

@@ -1,4 +1,4 @@
-package rollout
+package index
 
 import (
 	"slices"
@@ -9,11 +9,11 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
-// TestIndexTraffic: a Rollout is found from each object its traffic
+// TestRolloutTraffic: a Rollout is found from each object its traffic
 // routing reads, under the key the watch computes from that object.
-func TestIndexTraffic(t *testing.T) {
+func TestRolloutTraffic(t *testing.T) {
 	ro := &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
-	if keys := indexTraffic(ro); keys != nil {
+	if keys := rolloutTraffic(ro); keys != nil {
 		t.Fatalf("without traffic routing: %v, want none", keys)
 	}
 	ro.Spec.TrafficRouting = &v1alpha1.TrafficRouting{
@@ -21,7 +21,7 @@ func TestIndexTraffic(t *testing.T) {
 		CanaryService: v1alpha1.CanaryService{Name: "web-canary"},
 		HTTPRoutes:    []v1alpha1.HTTPRouteReference{{Name: "web"}, {Name: "edge-web", Namespace: "edge"}},
 	}
-	keys := indexTraffic(ro)
+	keys := rolloutTraffic(ro)
 	for _, obj := range []struct{ kind, ns, name string }{
 		{"Service", "shop", "web"},
 		{"Service", "shop", "web-canary"},
@@ -33,7 +33,7 @@ func TestIndexTraffic(t *testing.T) {
 		// The route owner's consent, in the route's namespace.
 		{"ReferenceGrant", "edge", "rollouts-from-shop"},
 	} {
-		if !slices.Contains(keys, trafficKey(obj.kind, obj.ns, obj.name)) {
+		if !slices.Contains(keys, TrafficKey(obj.kind, obj.ns, obj.name)) {
 			t.Errorf("%s %s/%s does not map to the Rollout (keys %v)", obj.kind, obj.ns, obj.name, keys)
 		}
 	}
@@ -42,12 +42,12 @@ func TestIndexTraffic(t *testing.T) {
 		{"HTTPRoute", "shop", "edge-web"},
 		{"ReferenceGrant", "other", "any"},
 	} {
-		if slices.Contains(keys, trafficKey(obj.kind, obj.ns, obj.name)) {
+		if slices.Contains(keys, TrafficKey(obj.kind, obj.ns, obj.name)) {
 			t.Errorf("%s %s/%s maps to the Rollout, which does not read it (keys %v)", obj.kind, obj.ns, obj.name, keys)
 		}
 	}
 	ro.Spec.TrafficRouting.HTTPRoutes = ro.Spec.TrafficRouting.HTTPRoutes[:1]
-	if slices.Contains(indexTraffic(ro), trafficKey("ReferenceGrant", "shop", "")) {
+	if slices.Contains(rolloutTraffic(ro), TrafficKey("ReferenceGrant", "shop", "")) {
 		t.Error("a Rollout whose routes are all in its namespace is brought back by ReferenceGrants")
 	}
 }

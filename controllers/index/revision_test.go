@@ -1,4 +1,4 @@
-package cloneset
+package index
 
 import (
 	"slices"
@@ -13,7 +13,7 @@ import (
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
-func TestIndexKeys(t *testing.T) {
+func TestRevisionOwnerKeys(t *testing.T) {
 	revision := func(refs ...metav1.OwnerReference) *appsv1.ControllerRevision {
 		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Name: "web-1", OwnerReferences: refs}}
 	}
