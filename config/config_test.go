@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/rest"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -37,6 +36,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/test/argocdhealth"
+	"github.com/stepwise-dev/stepwise/test/envtestenv"
 )
 
 const (
@@ -636,10 +636,10 @@ func TestDefaultAppliesToAnAPIServer(t *testing.T) {
 // whose warnings w keeps.
 func startAPIServer(t *testing.T) (*rest.Config, client.Client, *warnings) {
 	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Setenv("KUBEBUILDER_ASSETS", filepath.Join("..", "bin"))
+	env, err := envtestenv.NewWithCRDs()
+	if err != nil {
+		t.Fatal(err)
 	}
-	env := &envtest.Environment{}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting envtest (run 'make test-assets' first): %v", err)

@@ -29,7 +29,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -267,17 +266,14 @@ func checkVersionPolicy(t *testing.T, vp *stepwisev1.VersionPolicy, cs *stepwise
 // defaults and CEL rules all run, nothing is stored.
 func TestExamplesPassTheAPIServer(t *testing.T) {
 	examples := loadTyped(t)
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Setenv("KUBEBUILDER_ASSETS", filepath.Join("..", "bin"))
-	}
 	// examples/traffic's HTTPRoute needs the Gateway API CRDs.
 	gateway, err := envtestenv.GatewayAPICRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     append([]string{filepath.Join("..", "config", "crd", "bases")}, gateway...),
-		ErrorIfCRDPathMissing: true,
+	env, err := envtestenv.New(gateway...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	cfg, err := env.Start()
 	if err != nil {

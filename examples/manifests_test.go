@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stepwise-dev/stepwise/test/envtestenv"
@@ -138,10 +137,7 @@ func TestEveryManifestPassesTheAPIServer(t *testing.T) {
 	if len(all) == 0 {
 		t.Fatal("no manifests found")
 	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Setenv("KUBEBUILDER_ASSETS", filepath.Join("..", "bin"))
-	}
-	crdDirs := []string{filepath.Join("..", "config", "crd", "bases")}
+	var crdDirs []string
 	// Gateway API's CRDs (the traffic routing docs' HTTPRoutes), from the
 	// module go.mod requires.
 	gateway, err := envtestenv.GatewayAPICRDs()
@@ -155,7 +151,10 @@ func TestEveryManifestPassesTheAPIServer(t *testing.T) {
 	} else {
 		crdDirs = append(crdDirs, gitopsCRDDir)
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}
+	env, err := envtestenv.New(crdDirs...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting envtest (run 'make test-assets' first): %v", err)

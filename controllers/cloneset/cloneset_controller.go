@@ -43,7 +43,7 @@ type Reconciler struct {
 	// Pods reads the cached Pods without copying them.
 	Pods *podcache.Stores
 
-	engine       *inplace.Engine
+	engine       inplace.Interface
 	expectations *expectations
 	statusWrites *statusWrites
 	gateWaits    *gateWaits

@@ -13,7 +13,8 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
-// Interface is the in-place engine as the CloneSet controller sees it.
+// Interface is the in-place engine as the CloneSet controller holds it
+// (controllers/cloneset), and as another controller may.
 type Interface interface {
 	// CanUpdateInPlace reports whether a Pod of oldTemplate can be moved to
 	// newTemplate without recreating it.

@@ -20,12 +20,18 @@ import (
 // test-assets); CRDs from config/crd/bases plus extraCRDDirs, which are
 // relative to the repository root or absolute (GatewayAPICRDs).
 func New(extraCRDDirs ...string) (*envtest.Environment, error) {
+	return NewWithCRDs(append([]string{filepath.Join("config", "crd", "bases")}, extraCRDDirs...)...)
+}
+
+// NewWithCRDs is New with exactly crdDirs installed (none: a bare API
+// server, for tests that install Stepwise's CRDs themselves).
+func NewWithCRDs(crdDirs ...string) (*envtest.Environment, error) {
 	root, err := kwokcluster.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	crds := []string{filepath.Join(root, "config", "crd", "bases")}
-	for _, dir := range extraCRDDirs {
+	var crds []string
+	for _, dir := range crdDirs {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(root, dir)
 		}
