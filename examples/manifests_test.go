@@ -27,8 +27,9 @@ import (
 	"github.com/stepwise-dev/stepwise/test/envtestenv"
 )
 
-// gitopsCRDDir is where make gitops-assets writes the Flux and Argo CD CRDs.
-var gitopsCRDDir = filepath.Join("..", "bin", "gitops-crds")
+// gitopsCRDDir is where make gitops-assets writes the Flux and Argo CD CRDs,
+// relative to the repository root as envtestenv reads it.
+var gitopsCRDDir = filepath.Join("bin", "gitops-crds")
 
 // gitopsGroups need the CRDs of gitopsCRDDir.
 var gitopsGroups = []string{"source.toolkit.fluxcd.io", "kustomize.toolkit.fluxcd.io", "argoproj.io"}
@@ -146,7 +147,7 @@ func TestEveryManifestPassesTheAPIServer(t *testing.T) {
 	}
 	crdDirs = append(crdDirs, gateway...)
 	haveGitOps := true
-	if _, err := os.Stat(gitopsCRDDir); err != nil {
+	if _, err := os.Stat(filepath.Join("..", gitopsCRDDir)); err != nil {
 		haveGitOps = false
 	} else {
 		crdDirs = append(crdDirs, gitopsCRDDir)
