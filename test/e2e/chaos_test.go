@@ -130,8 +130,8 @@ func TestChaos(t *testing.T) {
 			g.Expect(containerStatus(&p, "app").RestartCount).To(BeEquivalentTo(1), "pod %s restarted once for the one update", p.Name)
 		}
 	}, 5*time.Minute, time.Second).Should(Succeed())
-	cs := e.waitSettled(t, s.ns, "web", replicas, replicas, settleTimeout)
-	g.Expect(cs.Status.CurrentRevision).To(Equal(canary))
+	e.waitSettled(t, s.ns, "web", replicas, replicas, settleTimeout)
+	e.waitCurrentRevision(t, s.ns, "web", canary)
 }
 
 // managerProcess runs the manager binary as its ServiceAccount, as a

@@ -208,6 +208,16 @@ func (b *bed) waitSettled(t *testing.T, ns, name string, replicas, updatedReady 
 	return got
 }
 
+// waitCurrentRevision waits for CloneSet name's status.currentRevision to
+// be revision. A governed CloneSet moves it once its Rollout made the
+// revision stable, a round after the Pods settled.
+func (b *bed) waitCurrentRevision(t *testing.T, ns, name, revision string) {
+	t.Helper()
+	gomega.NewWithT(t).Eventually(func(g gomega.Gomega) {
+		g.Expect(b.get(g, ns, name).Status.CurrentRevision).To(gomega.Equal(revision), "the CloneSet's current revision followed")
+	}, settleTimeout, 200*time.Millisecond).Should(gomega.Succeed())
+}
+
 // podSnapshot is what must survive an in-place update.
 type podSnapshot struct {
 	UID, IP, Node string

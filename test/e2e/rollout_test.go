@@ -57,8 +57,8 @@ func testGoodRelease(t *testing.T, e *rolloutEnv) {
 	g.Expect(canary).NotTo(Equal(s.stable))
 
 	s.waitHealthyAt(canary)
-	cs := e.waitSettled(t, s.ns, "web", 5, 5, settleTimeout)
-	g.Expect(cs.Status.CurrentRevision).To(Equal(canary), "the CloneSet's current revision followed")
+	e.waitSettled(t, s.ns, "web", 5, 5, settleTimeout)
+	e.waitCurrentRevision(t, s.ns, "web", canary)
 	s.expectKeptPods(g, webImage("1.1.0"))
 	for name, n := range s.restarts(g) {
 		g.Expect(n).To(BeEquivalentTo(1), "pod %s updated exactly once", name)
