@@ -36,6 +36,12 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round, wl workloa
 		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.CanaryRollbackCondition)
 		return nil
 	}
+	if c := apimeta.FindStatusCondition(ro.Status.Conditions, v1alpha1.CanaryRollbackCondition); c != nil && c.Reason == v1alpha1.ReasonCanaryPodsRolledBack {
+		// Done: with the partition at 100% no Pod becomes a canary again
+		// while the Rollout stays aborted, so its Pods need not be read
+		// again on every round.
+		return nil
+	}
 	pods, err := wl.Pods(ctx, obs)
 	if err != nil {
 		return err
