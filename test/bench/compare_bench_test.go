@@ -40,6 +40,9 @@ var (
 	kruiseBinary = flag.String("kruise-bin", "", "OpenKruise manager binary; empty: kruise-manager in $STEPWISE_BIN, else in bin/")
 	svgOut       = flag.String("svg", "", "BenchmarkCompare: write the chart of the maxUnavailable 100% pass here")
 	reportOut    = flag.String("report", "", "BenchmarkCompare: write the Markdown tables here")
+	restartDelay = flag.String("restart-delay", "0",
+		"BenchmarkCompare: how long kwok keeps a container stopped before starting it on its new image (the Pods' stepwise.dev/kwok-restart-delay); "+
+			"kwok starts a new Pod's containers at once, so 0 charges a restart what it charges a start")
 )
 
 // The user agents the audit log attributes writes to. Each controller runs
@@ -154,7 +157,7 @@ func BenchmarkCompare(b *testing.B) {
 		for i, pass := range comparePasses {
 			before := w.uids()
 			proc.resetPeak(b)
-			cpu0 := proc.cpuSeconds(b)
+			cpu0, bed0 := proc.cpuSeconds(b), bedCPUSeconds(b, cluster)
 			load := loadAverage()
 			start := time.Now()
 			w.begin(n, pass.image, start)
@@ -169,6 +172,10 @@ func BenchmarkCompare(b *testing.B) {
 			time.Sleep(2 * time.Second)
 			end := time.Now()
 			writes := countWrites(b, cluster.AuditLogPath(), run.agent, start, end)
+			bedCPU := bedCPUSeconds(b, cluster)
+			for name := range bedCPU {
+				bedCPU[name] -= bed0[name]
+			}
 			after := w.uids()
 			changed := 0
 			for uid := range after {
@@ -184,7 +191,8 @@ func BenchmarkCompare(b *testing.B) {
 			res := compare.Result{
 				Name: run.name, Pods: n, Wall: progress.Done, FirstReady: progress.FirstReady, MaxUnavailable: progress.MaxUnavail,
 				Writes: writes, UIDsChanged: changed, PeakRSS: proc.peakRSS(b), CPUSeconds: proc.cpuSeconds(b) - cpu0,
-				Note: run.note, Points: progress.Points,
+				Note: run.note, Points: progress.Points, Timeline: w.timelineSummary(),
+				BedCPUSeconds: bedCPU,
 			}
 			results[i] = append(results[i], res)
 			all, conflicts := res.PerPod()
@@ -255,8 +263,11 @@ func passTimeout(n int) time.Duration {
 // maxUnavailable 100%, no surge; in place where the controller can.
 func workload(key string, n int) *unstructured.Unstructured {
 	template := map[string]any{
-		"metadata": map[string]any{"labels": map[string]any{"app": "bench"}},
-		"spec":     map[string]any{"containers": []any{map[string]any{"name": "app", "image": "example.com/app:v1"}}},
+		"metadata": map[string]any{
+			"labels":      map[string]any{"app": "bench"},
+			"annotations": map[string]any{"stepwise.dev/kwok-restart-delay": *restartDelay},
+		},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "example.com/app:v1"}}},
 	}
 	spec := map[string]any{
 		"replicas": int64(n),
@@ -286,8 +297,12 @@ type podWatch struct {
 	store    cache.Store
 	image    string
 	progress *compare.Progress
+	timeline *compare.Timeline
 	stopCh   chan struct{}
 }
+
+// inPlaceUpdateReady is the readiness gate of both CloneSets.
+const inPlaceUpdateReady corev1.PodConditionType = "InPlaceUpdateReady"
 
 func watchPods(b *testing.B, cs kubernetes.Interface, ns string) *podWatch {
 	w := &podWatch{stopCh: make(chan struct{})}
@@ -305,7 +320,9 @@ func watchPods(b *testing.B, cs kubernetes.Interface, ns string) *podWatch {
 				w.mu.Lock()
 				defer w.mu.Unlock()
 				if w.progress != nil {
-					w.progress.Delete(string(pod.UID), time.Now())
+					now := time.Now()
+					w.progress.Delete(string(pod.UID), now)
+					w.timeline.Delete(string(pod.UID), now)
 				}
 			}
 		},
@@ -326,7 +343,9 @@ func (w *podWatch) set(obj any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.progress != nil {
-		w.progress.Set(string(pod.UID), podState(pod, w.image), time.Now())
+		now, state := time.Now(), podState(pod, w.image)
+		w.progress.Set(string(pod.UID), state, now)
+		w.timeline.Observe(string(pod.UID), state, now)
 	}
 }
 
@@ -336,9 +355,12 @@ func (w *podWatch) begin(n int, image string, start time.Time) {
 	defer w.mu.Unlock()
 	w.image = image
 	w.progress = compare.NewProgress(n, start)
+	w.timeline = compare.NewTimeline(start)
 	for _, obj := range w.store.List() {
 		pod := obj.(*corev1.Pod)
-		w.progress.Seed(string(pod.UID), podState(pod, image))
+		state := podState(pod, image)
+		w.progress.Seed(string(pod.UID), state)
+		w.timeline.Seed(string(pod.UID), state)
 	}
 }
 
@@ -367,6 +389,13 @@ func (w *podWatch) wait(b *testing.B, what string, timeout time.Duration) compar
 	}
 }
 
+// timelineSummary sums up the current pass's timeline.
+func (w *podWatch) timelineSummary() compare.TimelineSummary {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.timeline.Summary()
+}
+
 func (w *podWatch) uids() map[string]bool {
 	uids := map[string]bool{}
 	for _, obj := range w.store.List() {
@@ -378,20 +407,31 @@ func (w *podWatch) uids() map[string]bool {
 func (w *podWatch) stop() { close(w.stopCh) }
 
 func podState(pod *corev1.Pod, image string) compare.PodState {
-	var s compare.PodState
-	if pod.DeletionTimestamp != nil {
-		return s
-	}
+	s := compare.PodState{Deleting: pod.DeletionTimestamp != nil, Bound: pod.Spec.NodeName != ""}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			s.Ready = true
+		switch {
+		case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue:
+			s.Ready = !s.Deleting
+		case c.Type == inPlaceUpdateReady && c.Status == corev1.ConditionFalse:
+			s.GateFalse = true
+		case c.Type == inPlaceUpdateReady && c.Status == corev1.ConditionTrue:
+			s.GateTrue = true
+		}
+	}
+	s.SpecNewImage = len(pod.Spec.Containers) > 0
+	for _, c := range pod.Spec.Containers {
+		if c.Image != image {
+			s.SpecNewImage = false
 		}
 	}
 	s.NewImage = len(pod.Status.ContainerStatuses) > 0
 	for _, c := range pod.Status.ContainerStatuses {
-		if c.Image != image {
+		if c.Image != image || c.State.Running == nil {
 			s.NewImage = false
 		}
+	}
+	if s.Deleting {
+		s.NewImage = false
 	}
 	return s
 }
@@ -548,9 +588,27 @@ func (p *controllerProcess) statusBytes(field string) (int64, error) {
 
 // cpuSeconds is the process's user plus system time (USER_HZ is 100 on Linux).
 func (p *controllerProcess) cpuSeconds(b *testing.B) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	return processCPUSeconds(b, p.pid)
+}
+
+// bedCPUSeconds reads the CPU time of each of the cluster's processes.
+func bedCPUSeconds(b *testing.B, cluster *kwokcluster.Cluster) map[string]float64 {
+	pids, err := cluster.ComponentPIDs()
 	if err != nil {
-		b.Fatalf("reading CPU time of %d: %v", p.pid, err)
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for name, pid := range pids {
+		out[name] = processCPUSeconds(b, pid)
+	}
+	return out
+}
+
+// processCPUSeconds is the user and system CPU time of a process so far.
+func processCPUSeconds(b *testing.B, pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatalf("reading CPU time of %d: %v", pid, err)
 	}
 	s := string(raw)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
@@ -558,7 +616,7 @@ func (p *controllerProcess) cpuSeconds(b *testing.B) float64 {
 	utime, err1 := strconv.ParseFloat(fields[11], 64)
 	stime, err2 := strconv.ParseFloat(fields[12], 64)
 	if err1 != nil || err2 != nil {
-		b.Fatalf("parsing /proc/%d/stat: %q", p.pid, s)
+		b.Fatalf("parsing /proc/%d/stat: %q", pid, s)
 	}
 	return (utime + stime) / 100
 }

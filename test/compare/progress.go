@@ -6,6 +6,13 @@ import "time"
 type PodState struct {
 	Ready    bool // Ready condition True and not terminating
 	NewImage bool // every container's status reports the new image
+
+	// What the timeline follows (timeline.go).
+	Deleting     bool // deletionTimestamp set
+	Bound        bool // spec.nodeName set
+	SpecNewImage bool // every container's spec names the new image
+	GateFalse    bool // InPlaceUpdateReady False
+	GateTrue     bool // InPlaceUpdateReady True
 }
 
 // Point is the rollout's progress at one moment after the change.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"sort"
 	"strings"
 	"time"
 )
@@ -21,6 +22,11 @@ type Result struct {
 	CPUSeconds     float64 // user+system seconds of the controller process during the rollout
 	Note           string  // e.g. "kcm: whole kube-controller-manager"
 	Points         []Point
+	Timeline       TimelineSummary
+	// BedCPUSeconds is the CPU time each of the cluster's own processes
+	// (kube-apiserver, etcd, kwok-controller, ...) spent during the
+	// rollout, and the two seconds after it.
+	BedCPUSeconds map[string]float64
 }
 
 // PerPod is writes (all, and 409s) per Pod.
@@ -77,6 +83,14 @@ func WriteTable(w io.Writer, title string, results []Result) {
 			parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(r.Writes[k])/float64(r.Pods)))
 		}
 		_, _ = fmt.Fprintf(w, "- %s writes per Pod: %s\n", r.Name, strings.Join(parts, ", "))
+	}
+	for _, r := range results {
+		if len(r.Timeline.Reached) > 0 {
+			WriteTimeline(w, fmt.Sprintf("%s, timeline (seconds after the change, as a watch saw it):", r.Name), r.Timeline)
+		}
+		if len(r.BedCPUSeconds) > 0 {
+			_, _ = fmt.Fprintf(w, "\nCPU seconds of the cluster's processes during it (the controller: %.1f): %s\n", r.CPUSeconds, cpuList(r.BedCPUSeconds))
+		}
 	}
 }
 
@@ -166,4 +180,23 @@ func niceCeil(v float64) float64 {
 		}
 	}
 	return 10 * p
+}
+
+// cpuList lists CPU seconds by process, most first.
+func cpuList(cpu map[string]float64) string {
+	names := make([]string, 0, len(cpu))
+	for name := range cpu {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if cpu[names[i]] != cpu[names[j]] {
+			return cpu[names[i]] > cpu[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f", name, cpu[name]))
+	}
+	return strings.Join(parts, ", ")
 }

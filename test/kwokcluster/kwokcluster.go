@@ -248,6 +248,23 @@ func (c *Cluster) ComponentPID(component string) (int, error) {
 	return pid, nil
 }
 
+// ComponentPIDs returns the pid of each of the cluster's processes
+// (kube-apiserver, etcd, kwok-controller, ...), by component name.
+func (c *Cluster) ComponentPIDs() (map[string]int, error) {
+	files, err := filepath.Glob(filepath.Join(c.Workdir, "clusters", c.Name, "pids", "*.pid"))
+	if err != nil {
+		return nil, fmt.Errorf("listing component pids: %w", err)
+	}
+	pids := map[string]int{}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if pids[name], err = c.ComponentPID(name); err != nil {
+			return nil, err
+		}
+	}
+	return pids, nil
+}
+
 // InstallCRDs creates every CRD in dir's YAML and JSON files and waits until
 // they are Established (a peer's CRDs, for the side-by-side benchmark).
 func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error { return c.installCRDs(ctx, dir) }
