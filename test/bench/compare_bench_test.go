@@ -174,6 +174,10 @@ func BenchmarkCompare(b *testing.B) {
 			writes := countWrites(b, cluster.AuditLogPath(), run.agent, start, end)
 			bedCPU := bedCPUSeconds(b, cluster)
 			for name := range bedCPU {
+				if _, ok := bed0[name]; !ok {
+					delete(bedCPU, name)
+					continue
+				}
 				bedCPU[name] -= bed0[name]
 			}
 			after := w.uids()
@@ -588,10 +592,15 @@ func (p *controllerProcess) statusBytes(field string) (int64, error) {
 
 // cpuSeconds is the process's user plus system time (USER_HZ is 100 on Linux).
 func (p *controllerProcess) cpuSeconds(b *testing.B) float64 {
-	return processCPUSeconds(b, p.pid)
+	cpu, err := processCPUSeconds(p.pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cpu
 }
 
-// bedCPUSeconds reads the CPU time of each of the cluster's processes.
+// bedCPUSeconds reads the CPU time of each of the cluster's processes; one
+// whose pid file names no process (it has exited) is left out.
 func bedCPUSeconds(b *testing.B, cluster *kwokcluster.Cluster) map[string]float64 {
 	pids, err := cluster.ComponentPIDs()
 	if err != nil {
@@ -599,16 +608,18 @@ func bedCPUSeconds(b *testing.B, cluster *kwokcluster.Cluster) map[string]float6
 	}
 	out := map[string]float64{}
 	for name, pid := range pids {
-		out[name] = processCPUSeconds(b, pid)
+		if cpu, err := processCPUSeconds(pid); err == nil {
+			out[name] = cpu
+		}
 	}
 	return out
 }
 
 // processCPUSeconds is the user and system CPU time of a process so far.
-func processCPUSeconds(b *testing.B, pid int) float64 {
+func processCPUSeconds(pid int) (float64, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		b.Fatalf("reading CPU time of %d: %v", pid, err)
+		return 0, fmt.Errorf("reading CPU time of %d: %w", pid, err)
 	}
 	s := string(raw)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
@@ -616,9 +627,9 @@ func processCPUSeconds(b *testing.B, pid int) float64 {
 	utime, err1 := strconv.ParseFloat(fields[11], 64)
 	stime, err2 := strconv.ParseFloat(fields[12], 64)
 	if err1 != nil || err2 != nil {
-		b.Fatalf("parsing /proc/%d/stat: %q", pid, s)
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %q", pid, s)
 	}
-	return (utime + stime) / 100
+	return (utime + stime) / 100, nil
 }
 
 func loadAverage() string {
