@@ -1,6 +1,8 @@
 package cloneset
 
 import (
+	"errors"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -37,26 +39,36 @@ func blockerGrace(round *syncRound, blockers []string) time.Duration {
 // maxPodsWrittenPerRound bounds the Pods one reconcile writes: refreshes
 // (one write each) and moves (two writes in a row). A worker holds one
 // CloneSet until its round ends: with 10 CloneSets of 1000 Pods updating
-// at once on 4 workers, rounds of 50 moves or of hundreds of refreshes
-// held every worker for seconds, while a CloneSet whose Rollout waited on
-// it sat at the head of the queue (cloneset_priority.go). Such a wait now
-// ends a round sooner (gateWaits); the bound still keeps each round short.
-// 20 Pods is at most 40 writes, about a second on an API server that
-// answers a write in 25 ms (0.8-2.7 s measured at 10,800 Pods); rounds of
-// 10 were slower overall
-// (docs/benchmarks.md). The rest goes to the next round, which the writes'
-// own watch events bring. Rounds also bring the first Pods back while the
-// rest still move: unbounded, a 1000-Pod CloneSet at maxUnavailable 100%
-// had its first Pod ready on the new image after about 19 s (2000 writes
-// first).
+// at once on 4 workers, long rounds held every worker for seconds while a
+// CloneSet whose Rollout waited on it sat at the head of the queue
+// (cloneset_priority.go); such a wait also ends a round sooner (gateWaits).
+// Rounds of 10 were slower overall, and 48 (tried with the concurrent
+// writes below) changed neither the wall time nor the writes per Pod of a
+// 1000-Pod update (docs/benchmarks.md). The rest goes to the next round,
+// which the writes' own watch events bring. Rounds also bring the first
+// Pods back while the rest still move: unbounded, a 1000-Pod CloneSet at
+// maxUnavailable 100% had its first Pod ready on the new image after about
+// 19 s (2000 writes first).
 const maxPodsWrittenPerRound = 20
+
+// podWriteConcurrency is how many Pods a round writes at once. An in-place
+// move is three requests in a row (a fresh read, the gate, the image) and
+// a refresh one; written one Pod after another, a round's Pods waited on
+// each other's round trips, and a 1000-Pod update at maxUnavailable 100%
+// never had more than about 100 Pods out of service at once: the writer's
+// pace, not the budget, capped it (docs/bench-compare.md, the timeline).
+// Pods are independent, so their writes need no order; eight at once keep
+// the API server busy without letting one CloneSet's round crowd out the
+// rest of its clients.
+const podWriteConcurrency = 8
 
 // podWriteBudget is what is left of a round's Pod writes: at most
 // maxPodsWrittenPerRound Pods, and, for a CloneSet no Rollout governs,
 // none more once handOver says a governed CloneSet's gate event waits for
 // a worker (gateWaits). A round always writes its first Pod, so every
-// round moves its CloneSet along.
+// round moves its CloneSet along. The round's concurrent writers share it.
 type podWriteBudget struct {
+	mu            sync.Mutex
 	left, written int
 	// handOver claims a waiting gate for this round; nil: never.
 	handOver func() bool
@@ -64,9 +76,11 @@ type podWriteBudget struct {
 	handedOver bool
 }
 
-// allow says whether the round may write one more Pod. When handOver
-// answers yes, the round is over: nothing more is allowed.
-func (b *podWriteBudget) allow() bool {
+// take reserves one Pod write, or says the round may write no more. When
+// handOver answers yes, the round is over: nothing more is taken.
+func (b *podWriteBudget) take() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.left <= 0 {
 		return false
 	}
@@ -74,13 +88,69 @@ func (b *podWriteBudget) allow() bool {
 		b.left, b.handedOver = 0, true
 		return false
 	}
+	b.left--
 	return true
 }
 
-// spend counts one Pod written.
-func (b *podWriteBudget) spend() {
-	b.left--
-	b.written++
+// settle ends a write taken: counted when it wrote, given back when not.
+func (b *podWriteBudget) settle(wrote bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if wrote {
+		b.written++
+	} else if !b.handedOver {
+		b.left++
+	}
+}
+
+// remaining is what the round may still write.
+func (b *podWriteBudget) remaining() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.left
+}
+
+// writePods calls write for the items in order, podWriteConcurrency at a
+// time, each only once the budget grants it a write. It stops starting
+// items once the budget is spent or a write failed, waits for those
+// started, and says whether every item was started. write reports whether
+// it wrote; the errors of all the writes come back joined.
+func writePods[T any](budget *podWriteBudget, items []T, write func(T) (bool, error)) (all bool, err error) {
+	var (
+		mu      sync.Mutex
+		next    int
+		stopped bool
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	// claim hands out the next item, or -1 once there is none to start.
+	claim := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || next == len(items) || !budget.take() {
+			stopped = true
+			return -1
+		}
+		next++
+		return next - 1
+	}
+	for range min(podWriteConcurrency, len(items)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := claim(); i >= 0; i = claim() {
+				wrote, err := write(items[i])
+				budget.settle(wrote)
+				if err != nil {
+					mu.Lock()
+					errs, stopped = append(errs, err), true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return next == len(items), errors.Join(errs...)
 }
 
 // podMove is one Pod of the plan to bring to a revision.
@@ -102,11 +172,24 @@ func limitMoves(update, rollback []string, limit int) (updates, rollbacks []stri
 	return update, rollback, false
 }
 
-// requeueAfter keeps the soonest positive delay.
-type requeueAfter struct{ d time.Duration }
+// requeueAfter keeps the soonest positive delay; a round's concurrent Pod
+// writers share it.
+type requeueAfter struct {
+	mu sync.Mutex
+	d  time.Duration
+}
 
 func (q *requeueAfter) at(d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if d > 0 && (q.d == 0 || d < q.d) {
 		q.d = d
 	}
+}
+
+// soonest is the delay kept; zero: none.
+func (q *requeueAfter) soonest() time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.d
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -198,6 +199,23 @@ type syncRound struct {
 	isUpdating func(*corev1.Pod) bool
 	// podActions are the round's Pod writes, told once the round ends.
 	podActions podActions
+	// mu guards findings and podActions while the round writes Pods
+	// concurrently (writePods).
+	mu sync.Mutex
+}
+
+// noteAction records a Pod write for the round's Events.
+func (round *syncRound) noteAction(reason, prefix, pod, suffix string) {
+	round.mu.Lock()
+	defer round.mu.Unlock()
+	round.podActions.add(reason, prefix, pod, suffix)
+}
+
+// noteFailure records a failed Pod write for the round's status.
+func (round *syncRound) noteFailure(record func(*statusFindings)) {
+	round.mu.Lock()
+	defer round.mu.Unlock()
+	record(&round.findings)
 }
 
 // podCounts counts the round's Pods once; sync (for its requeue) and the

@@ -36,27 +36,23 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	// Refreshes come first: they bring Pods back into service. Those left
 	// over for want of budget count as unavailable in this round's plan,
 	// which only makes it move fewer.
-	budget := podWriteBudget{left: maxPodsWrittenPerRound}
+	budget := &podWriteBudget{left: maxPodsWrittenPerRound}
 	if round.gov.rollout == "" {
 		budget.handOver = r.gateWaits.claim
 	}
-	refreshedAll := true
+	refreshing := make([]*corev1.Pod, 0, len(round.pods))
 	for _, pod := range round.pods {
-		if pod.DeletionTimestamp != nil {
-			continue
+		if pod.DeletionTimestamp == nil {
+			refreshing = append(refreshing, pod)
 		}
-		if !budget.allow() {
-			refreshedAll = false
-			break
-		}
+	}
+	refreshedAll, err := writePods(budget, refreshing, func(pod *corev1.Pod) (bool, error) {
 		delay, wrote, err := r.refreshPod(ctx, round, key, pod)
-		if err != nil {
-			return 0, err
-		}
-		if wrote {
-			budget.spend()
-		}
 		requeue.at(delay)
+		return wrote, err
+	})
+	if err != nil {
+		return 0, err
 	}
 
 	input := r.planInput(cs, round)
@@ -81,7 +77,7 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	if err := r.deletePods(ctx, round, key, p.Delete); err != nil {
 		return 0, err
 	}
-	updates, rollbacks, more := limitMoves(p.Update, p.Rollback, budget.left)
+	updates, rollbacks, more := limitMoves(p.Update, p.Rollback, budget.remaining())
 	more = more || !refreshedAll
 	moves := make([]podMove, 0, len(updates)+len(rollbacks))
 	for _, name := range updates {
@@ -90,18 +86,15 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	for _, name := range rollbacks {
 		moves = append(moves, podMove{name, round.revs.current})
 	}
-	for _, m := range moves {
-		if !budget.allow() {
-			more = true
-			break
-		}
+	movedAll, err := writePods(budget, moves, func(m podMove) (bool, error) {
 		delay, err := r.movePod(ctx, round, key, round.podsByName[m.pod], m.target)
-		if err != nil {
-			return 0, err
-		}
-		budget.spend()
 		requeue.at(delay)
+		return true, err
+	})
+	if err != nil {
+		return 0, err
 	}
+	more = more || !movedAll
 	if budget.handedOver {
 		r.Metrics.RoundsHandedOver.WithLabelValues(cs.Namespace, cs.Name).Inc()
 		log.FromContext(ctx).V(1).Info("round ended early: a governed CloneSet's Pod turned ready and waits for a worker", "podsWritten", budget.written)
@@ -113,7 +106,7 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	}
 
 	requeue.at(round.podCounts().nextAvailable)
-	return requeue.d, nil
+	return requeue.soonest(), nil
 }
 
 func (r *Reconciler) inPlaceOptions(round *syncRound) inplace.UpdateOptions {
@@ -195,12 +188,12 @@ func (r *Reconciler) createPods(ctx context.Context, round *syncRound, key types
 			}
 			if err := r.Client.Create(ctx, pod); err != nil {
 				msg := fmt.Sprintf("creating pod on revision %s: %v", rev.Name, err)
-				round.findings.scaleError = msg
+				round.noteFailure(func(f *statusFindings) { f.scaleError = msg })
 				r.event(round.cs, corev1.EventTypeWarning, stepwisev1.EventFailedCreate, msg)
 				return fmt.Errorf("%s", msg)
 			}
 			r.expectations.expectCreate(key, pod.Name)
-			round.podActions.add(stepwisev1.EventSuccessfulCreate, "created ", pod.Name, " on revision "+rev.Name)
+			round.noteAction(stepwisev1.EventSuccessfulCreate, "created ", pod.Name, " on revision "+rev.Name)
 		}
 		queue = queue[n:]
 	}
@@ -234,12 +227,12 @@ func (r *Reconciler) deletePod(ctx context.Context, round *syncRound, key types.
 	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
 		msg := fmt.Sprintf("deleting pod %s (%s): %v", pod.Name, why, err)
-		round.findings.scaleError = msg
+		round.noteFailure(func(f *statusFindings) { f.scaleError = msg })
 		r.event(round.cs, corev1.EventTypeWarning, stepwisev1.EventFailedDelete, msg)
 		return fmt.Errorf("%s", msg)
 	}
 	r.expectations.expectDelete(key, pod.Name)
-	round.podActions.add(reason, "deleted ", pod.Name, ": "+why)
+	round.noteAction(reason, "deleted ", pod.Name, ": "+why)
 	return nil
 }
 
@@ -262,7 +255,7 @@ func (r *Reconciler) movePod(ctx context.Context, round *syncRound, key types.Na
 	if errors.As(err, &notInPlace) {
 		if strategy == stepwisev1.InPlaceOnlyCloneSetUpdateStrategyType {
 			msg := fmt.Sprintf("pod %s cannot move to revision %s in place: %s changed, and updateStrategy.type InPlaceOnly forbids recreating it; change only container images, or use InPlaceIfPossible", pod.Name, target.Name, notInPlace.Field)
-			round.findings.failedUpdate = msg
+			round.noteFailure(func(f *statusFindings) { f.failedUpdate = msg })
 			r.Metrics.InPlaceUpdatesFailed.WithLabelValues(cs.Namespace, cs.Name).Inc()
 			r.event(cs, corev1.EventTypeWarning, stepwisev1.EventFailedUpdatePodInPlace, msg)
 			return 0, nil
@@ -293,7 +286,7 @@ func (r *Reconciler) movePod(ctx context.Context, round *syncRound, key types.Na
 	}
 	r.expectWritten(key, res.Pod)
 	r.Metrics.InPlaceUpdatesStarted.WithLabelValues(cs.Namespace, cs.Name).Inc()
-	round.podActions.add(stepwisev1.EventSuccessfulUpdatePodInPlace, "updating ", pod.Name, " in place to revision "+target.Name)
+	round.noteAction(stepwisev1.EventSuccessfulUpdatePodInPlace, "updating ", pod.Name, " in place to revision "+target.Name)
 	log.FromContext(ctx).V(1).Info("updating pod in place", "pod", pod.Name, "revision", target.Name)
 	return res.Delay, nil
 }

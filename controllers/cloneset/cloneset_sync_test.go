@@ -1,7 +1,11 @@
 package cloneset
 
 import (
+	"errors"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -67,7 +71,7 @@ func TestPodWriteBudget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			waiting := tt.gateAfter == 0
 			asked := 0
-			budget := podWriteBudget{left: tt.limit}
+			budget := &podWriteBudget{left: tt.limit}
 			if tt.mayHandOver {
 				budget.handOver = func() bool {
 					asked++
@@ -77,8 +81,8 @@ func TestPodWriteBudget(t *testing.T) {
 				}
 			}
 			written := 0
-			for budget.allow() {
-				budget.spend()
+			for budget.take() {
+				budget.settle(true)
 				written++
 				if written == tt.gateAfter {
 					waiting = true
@@ -90,7 +94,7 @@ func TestPodWriteBudget(t *testing.T) {
 			if written != tt.want {
 				t.Fatalf("wrote %d Pods, want %d", written, tt.want)
 			}
-			if budget.allow() {
+			if budget.take() {
 				t.Fatal("the round allowed another write after it ended")
 			}
 			if tt.mayHandOver && tt.gateAfter >= 0 && tt.gateAfter < tt.limit && asked == 0 {
@@ -98,4 +102,88 @@ func TestPodWriteBudget(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestWritePods(t *testing.T) {
+	items := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	t.Run("the budget bounds the writes, and writes that wrote nothing give theirs back", func(t *testing.T) {
+		budget := &podWriteBudget{left: 10}
+		var mu sync.Mutex
+		wrote := map[int]bool{}
+		// Every third item has nothing to write (a refresh of a settled Pod).
+		all, err := writePods(budget, items(100), func(i int) (bool, error) {
+			if i%3 == 0 {
+				return false, nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			wrote[i] = true
+			return true, nil
+		})
+		if err != nil || all {
+			t.Fatalf("got all=%v err=%v; want some items left for the next round and no error", all, err)
+		}
+		if len(wrote) != 10 || budget.remaining() != 0 {
+			t.Fatalf("wrote %d Pods with %d left; want exactly the budget of 10 and none left", len(wrote), budget.remaining())
+		}
+	})
+	t.Run("at most podWriteConcurrency at once, and every item when the budget allows", func(t *testing.T) {
+		budget := &podWriteBudget{left: 100}
+		var inFlight, most atomic.Int32
+		release := make(chan struct{})
+		go func() {
+			// Let the writers pile up before any finishes.
+			for inFlight.Load() < podWriteConcurrency {
+				runtime.Gosched()
+			}
+			close(release)
+		}()
+		var done atomic.Int32
+		all, err := writePods(budget, items(50), func(int) (bool, error) {
+			n := inFlight.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-release
+			inFlight.Add(-1)
+			done.Add(1)
+			return true, nil
+		})
+		if err != nil || !all || done.Load() != 50 {
+			t.Fatalf("got all=%v err=%v done=%d; want all 50 written", all, err, done.Load())
+		}
+		if most.Load() != podWriteConcurrency {
+			t.Fatalf("at most %d writes at once, want %d", most.Load(), podWriteConcurrency)
+		}
+	})
+	t.Run("a failed write stops the round and its error comes back", func(t *testing.T) {
+		budget := &podWriteBudget{left: 100}
+		var started atomic.Int32
+		boom := errors.New("boom")
+		all, err := writePods(budget, items(1000), func(i int) (bool, error) {
+			started.Add(1)
+			if i == 3 {
+				return false, boom
+			}
+			return true, nil
+		})
+		if !errors.Is(err, boom) || all {
+			t.Fatalf("got all=%v err=%v; want the write's error and items left", all, err)
+		}
+		if n := started.Load(); n > 3+podWriteConcurrency+1 {
+			t.Fatalf("%d items started; after a failure no more than those already claimed may run", n)
+		}
+	})
+	t.Run("no items: nothing taken", func(t *testing.T) {
+		budget := &podWriteBudget{left: 1}
+		all, err := writePods(budget, nil, func(int) (bool, error) { return true, nil })
+		if !all || err != nil || budget.remaining() != 1 {
+			t.Fatalf("got all=%v err=%v left=%d", all, err, budget.remaining())
+		}
+	})
 }
