@@ -9,6 +9,19 @@ import (
 	"time"
 
 	"github.com/stepwise-dev/stepwise/test/compare"
+
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/stepwise-dev/stepwise/test/compare"
 )
 
 // countWrites counts in the audit log and in the files it was rotated to.
@@ -60,4 +73,20 @@ func logWriters(b *testing.B, auditLog string) {
 		b.Fatal(err)
 	}
 	b.Logf("writers in the audit log: %v", agents)
+}
+
+func deleteNamespace(b *testing.B, ctx context.Context, cs kubernetes.Interface, ns string) {
+	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		b.Fatalf("deleting namespace %s: %v", ns, err)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("namespace %s still there after 10 minutes", ns)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -434,19 +434,3 @@ func podState(pod *corev1.Pod, image string) compare.PodState {
 	}
 	return s
 }
-
-func deleteNamespace(b *testing.B, ctx context.Context, cs kubernetes.Interface, ns string) {
-	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-		b.Fatalf("deleting namespace %s: %v", ns, err)
-	}
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("namespace %s still there after 10 minutes", ns)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
