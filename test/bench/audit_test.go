@@ -1,16 +1,8 @@
 package bench
 
 import (
-	"io"
-	"os"
-	"path/filepath"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/stepwise-dev/stepwise/test/compare"
-
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
