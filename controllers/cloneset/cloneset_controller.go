@@ -44,10 +44,8 @@ type Reconciler struct {
 	// Pods reads the cached Pods without copying them.
 	Pods *podcache.Stores
 
-	engine       inplace.Interface
-	expectations *expectations
-	statusWrites *statusWrites
-	gateWaits    *gateWaits
+	engine inplace.Interface
+	mem    memory
 }
 
 // RBAC: only the verbs the code calls. CloneSets, Pods and revisions are
@@ -79,9 +77,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		r.Clock = clock.RealClock{}
 	}
 	r.engine = inplace.New(inplace.NewControllerRuntimePodClient(r.Client, r.APIReader), r.Clock)
-	r.expectations = newExpectations(r.Clock.Now)
-	r.statusWrites = newStatusWrites()
-	r.gateWaits = newGateWaits()
+	r.mem.expectations = newExpectations(r.Clock.Now)
+	r.mem.statusWrites = newStatusWrites()
+	r.mem.gateWaits = newGateWaits()
 	if r.Pods == nil {
 		return errors.New("the CloneSet controller needs the cache's Pod stores (Reconciler.Pods)")
 	}
@@ -93,7 +91,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 			predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// Pods and Rollouts bring a governed CloneSet ahead of the others
 		// (cloneset_priority.go).
-		Watches(&corev1.Pod{}, podEvents(r.governed, r.gateWaits)).
+		Watches(&corev1.Pod{}, podEvents(r.governed, r.mem.gateWaits)).
 		Owns(&appsv1.ControllerRevision{}).
 		// A Rollout that names a CloneSet governs how far its Pods move.
 		Watches(&stepwisev1.Rollout{}, rolloutEvents(), builder.WithPredicates(governorChanged)).
@@ -104,13 +102,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 // Reconcile moves one CloneSet one round closer to its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	logger := log.FromContext(ctx)
-	r.gateWaits.started(req.NamespacedName)
-	defer r.gateWaits.finished(req.NamespacedName)
+	r.mem.gateWaits.started(req.NamespacedName)
+	defer r.mem.gateWaits.finished(req.NamespacedName)
 	cs := &stepwisev1.CloneSet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cs); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.expectations.forget(req.NamespacedName)
-			r.statusWrites.forget(req.NamespacedName)
+			r.mem.expectations.forget(req.NamespacedName)
+			r.mem.statusWrites.forget(req.NamespacedName)
 			r.Metrics.forget(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
@@ -122,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
-	if r.statusWrites.catchUp(cs) {
+	if r.mem.statusWrites.catchUp(cs) {
 		logger.V(1).Info("cache is one status write behind; starting from the status written", "resourceVersion", cs.ResourceVersion)
 	}
 	original := cs.DeepCopy()
@@ -164,7 +162,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 
-	if ok, waiting := r.expectations.satisfied(req.NamespacedName, round.podsByName); !ok {
+	if ok, waiting := r.mem.expectations.satisfied(req.NamespacedName, round.podsByName); !ok {
 		// The cache is behind our own writes; the watch event that catches
 		// it up requeues us. The timeout is only a safety net.
 		logger.V(1).Info("waiting for cache to observe own writes", "pending", waiting)
@@ -320,7 +318,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, cs, before *stepwisev1.Clo
 		}
 		return fmt.Errorf("patching CloneSet status: %w", err)
 	}
-	r.statusWrites.record(cs, before.ResourceVersion)
+	r.mem.statusWrites.record(cs, before.ResourceVersion)
 	// Events follow the write, so none tells of a status that never landed.
 	r.emitStatusEvents(before, &status)
 	return nil

@@ -38,7 +38,7 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	// which only makes it move fewer.
 	budget := &podWriteBudget{left: maxPodsWrittenPerRound}
 	if round.gov.rollout == "" {
-		budget.handOver = r.gateWaits.claim
+		budget.handOver = r.mem.gateWaits.claim
 	}
 	refreshing := make([]*corev1.Pod, 0, len(round.pods))
 	for _, pod := range round.pods {
@@ -192,7 +192,7 @@ func (r *Reconciler) createPods(ctx context.Context, round *syncRound, key types
 				r.event(round.cs, corev1.EventTypeWarning, stepwisev1.EventFailedCreate, msg)
 				return fmt.Errorf("%s", msg)
 			}
-			r.expectations.expectCreate(key, pod.Name)
+			r.mem.expectations.expectCreate(key, pod.Name)
 			round.noteAction(stepwisev1.EventSuccessfulCreate, "created ", pod.Name, " on revision "+rev.Name)
 		}
 		queue = queue[n:]
@@ -231,7 +231,7 @@ func (r *Reconciler) deletePod(ctx context.Context, round *syncRound, key types.
 		r.event(round.cs, corev1.EventTypeWarning, stepwisev1.EventFailedDelete, msg)
 		return fmt.Errorf("%s", msg)
 	}
-	r.expectations.expectDelete(key, pod.Name)
+	r.mem.expectations.expectDelete(key, pod.Name)
 	round.noteAction(reason, "deleted ", pod.Name, ": "+why)
 	return nil
 }
@@ -363,6 +363,6 @@ func (r *Reconciler) redrive(ctx context.Context, round *syncRound, key types.Na
 
 func (r *Reconciler) expectWritten(key types.NamespacedName, written *corev1.Pod) {
 	if written != nil {
-		r.expectations.expectResourceVersion(key, written.Name, written.ResourceVersion)
+		r.mem.expectations.expectResourceVersion(key, written.Name, written.ResourceVersion)
 	}
 }

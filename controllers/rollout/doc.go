@@ -25,8 +25,9 @@
 //  5. Requeue at the earliest time-driven event (a pause ending, the next
 //     measurement, a progress deadline); everything else arrives by watch.
 //
-// Nothing is kept in memory besides the informer caches: the step, the
-// analysis tallies and the handled requests live in the Rollout's status, so
-// a restarted controller resumes the same step without redoing an analysis
-// that passed.
+// The step, the analysis tallies and the handled requests live in the
+// Rollout's status, so a restarted controller resumes the same step without
+// redoing an analysis that passed. Besides the informer caches, what the
+// controller keeps in memory is listed in one place, memory
+// (rollout_memory.go), each item with what losing it on a restart costs.
 package rollout

@@ -83,7 +83,7 @@ func (r *Reconciler) setupAnalysis(workers int) error {
 		r.AnalysisBudget = prometheus.NewBudget(prometheus.DefaultBudget)
 	}
 	r.Metrics.watchBudget(r.AnalysisBudget)
-	r.shares = stepanalysis.NewShares(workers)
+	r.mem.shares = stepanalysis.NewShares(workers)
 	return nil
 }
 
@@ -362,7 +362,7 @@ func (m *measurer) measureWeb(ctx context.Context, w v1alpha1.WebMetric, u strin
 // Admit takes one of the namespace's shares of the workers for this
 // round's measurements, or says why not (stepanalysis.Shares).
 func (m *measurer) Admit() (func(), string) {
-	done, refused := m.r.shares.Take(m.ro.Namespace)
+	done, refused := m.r.mem.shares.Take(m.ro.Namespace)
 	if refused != "" {
 		m.r.Metrics.deferred(m.ro.Namespace)
 	}

@@ -155,7 +155,7 @@ func TestMeasureRefusesTheMetadataAddressBeforeAnySecret(t *testing.T) {
 // Past its namespace's share, a round is refused at once, counted by
 // namespace; another namespace is not; a share given back is taken again.
 func TestAdmitDefersPastTheNamespaceShare(t *testing.T) {
-	r := &Reconciler{Metrics: NewMetrics(), shares: stepanalysis.NewShares(4)} // 1 per namespace
+	r := &Reconciler{Metrics: NewMetrics(), mem: memory{shares: stepanalysis.NewShares(4)}} // 1 per namespace
 	in := func(ns string) *measurer {
 		return &measurer{r: r, ro: &v1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}}
 	}

@@ -27,7 +27,6 @@ import (
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
-	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
@@ -89,19 +88,13 @@ type Reconciler struct {
 	// Rollout when it holds our last write (readRollout). Set by
 	// SetupWithManager; Client when unset.
 	cache client.Reader
-	// writes is what our last write of each Rollout produced.
-	writes ownWrites
-	// validations is each Rollout generation's stepanalysis.Validate
-	// verdict, so that its queries are rendered once, not every round.
-	validations stepanalysis.Validations
 	// routesWatched and grantsWatched: HTTPRoutes and ReferenceGrants are
 	// watched (their CRDs were installed when the manager started), so
 	// waiting for a Gateway's acceptance or a missing grant needs no
 	// requeue. Set by SetupWithManager.
 	routesWatched, grantsWatched bool
-	// shares bounds the analysis rounds measuring at once per namespace to
-	// a share of the workers. Set by SetupWithManager; unbounded when unset.
-	shares *stepanalysis.Shares
+	// mem is what the controller keeps in memory between rounds.
+	mem memory
 }
 
 // RBAC: only the verbs the code calls. The Rollout is watched, and read
@@ -292,8 +285,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.Namespace, req.Name)
-			r.writes.forget(req.NamespacedName)
-			r.validations.Forget(req.NamespacedName)
+			r.mem.writes.forget(req.NamespacedName)
+			r.mem.validations.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting Rollout: %w", err)
@@ -331,7 +324,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // first (the decision's main act), then the analysis.
 func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Duration, error) {
 	ro := rd.ro
-	if err := r.validations.Validate(ro); err != nil {
+	if err := r.mem.validations.Validate(ro); err != nil {
 		return 0, stall(v1alpha1.ReasonInvalidAnalysis, "%v", err)
 	}
 	if err := r.checkClaim(ctx, rd); err != nil {

@@ -61,7 +61,7 @@ func (w *ownWrites) forget(key types.NamespacedName) {
 // readRollout reads the Rollout a round decides from: the cached copy when
 // it is the object our last write produced, else the API server's.
 func (r *Reconciler) readRollout(ctx context.Context, key types.NamespacedName) (*v1alpha1.Rollout, error) {
-	if rv := r.writes.last(key); rv != "" && r.cache != nil {
+	if rv := r.mem.writes.last(key); rv != "" && r.cache != nil {
 		cached := &v1alpha1.Rollout{}
 		if err := r.cache.Get(ctx, key, cached); err == nil && cached.ResourceVersion == rv {
 			return cached, nil

@@ -232,6 +232,6 @@ func (r *Reconciler) patchStatus(ctx context.Context, original, ro *v1alpha1.Rol
 	if err := r.Client.Status().Patch(ctx, ro, patch, client.FieldOwner(fieldManager)); err != nil {
 		return fmt.Errorf("patching Rollout status: %w", err)
 	}
-	r.writes.wrote(ro)
+	r.mem.writes.wrote(ro)
 	return nil
 }

@@ -103,7 +103,7 @@ func (r *Reconciler) ensureTrafficFinalizer(ctx context.Context, ro *v1alpha1.Ro
 	if err := r.Client.Patch(ctx, ro, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("adding finalizer %s: %w", v1alpha1.TrafficFinalizer, err)
 	}
-	r.writes.wrote(ro)
+	r.mem.writes.wrote(ro)
 	return nil
 }
 
@@ -134,7 +134,7 @@ func (r *Reconciler) finalizeTraffic(ctx context.Context, ro *v1alpha1.Rollout) 
 	if err := r.Client.Patch(ctx, ro, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("removing finalizer %s: %w", v1alpha1.TrafficFinalizer, err)
 	}
-	r.writes.wrote(ro)
+	r.mem.writes.wrote(ro)
 	return nil
 }
 

@@ -18,7 +18,7 @@ import (
 func TestRoundsRenderOncePerGeneration(t *testing.T) {
 	renders := 0
 	r := &Reconciler{}
-	r.validations.Check = func(*v1alpha1.RolloutSpec) error {
+	r.mem.validations.Check = func(*v1alpha1.RolloutSpec) error {
 		renders++
 		return errors.New("spec.analysis.metrics[0].prometheus.query: refused")
 	}
