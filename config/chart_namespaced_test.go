@@ -267,10 +267,10 @@ func TestNamespacedChartOnAnAPIServer(t *testing.T) {
 	}
 
 	began := time.Now()
-	_, err = manager.New(asManager, manager.Options{
+	_, err = manager.NewWithHooks(asManager, manager.Options{
 		Namespaces: []string{"team-a", "other"}, Metrics: manager.MetricsOptions{BindAddress: "0"},
-		SkipNameValidation: true, Registry: prometheus.NewRegistry(),
-	})
+		Registry: prometheus.NewRegistry(),
+	}, manager.Hooks{SkipNameValidation: true})
 	t.Logf("a manager told to watch namespace other, in %s: %v", time.Since(began).Round(time.Millisecond), err)
 	for _, part := range []string{
 		"may not list and watch what it must in the namespaces it watches (--watch-namespaces=team-a,other)",

@@ -7,10 +7,11 @@
 // authentication, and the health checks.
 //
 // cmd/manager parses flags into Options and calls New. Every test harness
-// (envtest suites, the kwok end-to-end bed, the demo) calls New too, and
-// sets only what a test must: a metrics address, a private Prometheus
-// registry so a restarted manager does not collide with the last one,
-// SkipNameValidation, the namespaces of a test, the controllers it plays
-// itself, and the clock and analysis-provider hooks. So the tests run the
-// setup that ships.
+// (envtest suites, the kwok end-to-end bed, the demo) calls NewWithHooks,
+// the same setup, and sets only what a test must: in Options a metrics
+// address, a private Prometheus registry so a restarted manager does not
+// collide with the last one, the namespaces of a test and the controllers
+// it plays itself; in Hooks, which cmd/manager cannot set, the clock, the
+// analysis provider, the webhook policy, client wrappers that inject API
+// faults, and SkipNameValidation. So the tests run the setup that ships.
 package manager

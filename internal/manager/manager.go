@@ -109,9 +109,15 @@ type Options struct {
 	// registry, which /metrics serves, when nil. Tests that start managers
 	// again in one process give each a private one.
 	Registry prometheus.Registerer
+}
 
-	// Test hooks.
-
+// Hooks are where a test reaches what the controllers touch outside
+// themselves: time, Prometheus, webhook deliveries, the API server. They
+// are not options: cmd/manager has no way to set them, and New passes
+// none; a test harness passes them to NewWithHooks. Each field is an
+// interface or a function, so a hook replaces a collaborator, never a
+// branch of the controllers' code.
+type Hooks struct {
 	// SkipNameValidation lets one process start managers with the same
 	// controller names more than once.
 	SkipNameValidation bool
@@ -161,6 +167,11 @@ func NewScheme() (*runtime.Scheme, error) {
 // cmd/manager runs it. cfg is how the manager reaches the API server; in a
 // cluster, the ServiceAccount of config/rbac.
 func New(cfg *rest.Config, opts Options) (*Manager, error) {
+	return NewWithHooks(cfg, opts, Hooks{})
+}
+
+// NewWithHooks is New with a test's hooks in place.
+func NewWithHooks(cfg *rest.Config, opts Options, hooks Hooks) (*Manager, error) {
 	for _, name := range opts.Controllers {
 		if !slices.Contains(Controllers, name) {
 			return nil, fmt.Errorf("unknown controller %q (known: %v)", name, Controllers)
@@ -201,8 +212,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			DisableFor: []client.Object{&corev1.Secret{}},
 		}},
 	}
-	if opts.SkipNameValidation {
-		mgrOpts.Controller = config.Controller{SkipNameValidation: &opts.SkipNameValidation}
+	if hooks.SkipNameValidation {
+		mgrOpts.Controller = config.Controller{SkipNameValidation: &hooks.SkipNameValidation}
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
@@ -238,8 +249,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			return nil, err
 		}
 		cloneSetClient := client.WithFieldOwner(baseClient, CloneSetFieldOwner)
-		if opts.WrapCloneSetClient != nil {
-			cloneSetClient = opts.WrapCloneSetClient(cloneSetClient)
+		if hooks.WrapCloneSetClient != nil {
+			cloneSetClient = hooks.WrapCloneSetClient(cloneSetClient)
 		}
 		if err := (&cloneset.Reconciler{
 			Client:    cloneSetClient,
@@ -247,7 +258,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			Scheme:    scheme,
 			Recorder:  mgr.GetEventRecorder("stepwise-cloneset"),
 			Metrics:   m.CloneSetMetrics,
-			Clock:     opts.Clock,
+			Clock:     hooks.Clock,
 			Pods:      pods,
 		}).SetupWithManager(mgr, orDefault(opts.CloneSetConcurrency, DefaultCloneSetConcurrency)); err != nil {
 			return nil, fmt.Errorf("setting up CloneSet controller: %w", err)
@@ -259,13 +270,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			return nil, err
 		}
 		rolloutClient := client.WithFieldOwner(baseClient, RolloutFieldOwner)
-		if opts.WrapRolloutClient != nil {
-			rolloutClient = opts.WrapRolloutClient(rolloutClient)
+		if hooks.WrapRolloutClient != nil {
+			rolloutClient = hooks.WrapRolloutClient(rolloutClient)
 		}
 		recorder := mgr.GetEventRecorder("stepwise-rollout")
 		// Webhooks are posted by the Notifier's own workers, never by a
 		// reconcile, which only hands it what its status write recorded.
-		notifier, err := rollout.NewNotifier(apiReader, recorder, opts.NotificationAddresses, opts.NotificationPolicy)
+		notifier, err := rollout.NewNotifier(apiReader, recorder, opts.NotificationAddresses, hooks.NotificationPolicy)
 		if err != nil {
 			return nil, err
 		}
@@ -278,8 +289,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 			Scheme:            scheme,
 			Recorder:          recorder,
 			Metrics:           m.RolloutMetrics,
-			Clock:             opts.Clock,
-			ProviderFactory:   opts.ProviderFactory,
+			Clock:             hooks.Clock,
+			ProviderFactory:   hooks.ProviderFactory,
 			AnalysisAddresses: opts.AnalysisAddresses,
 			AnalysisBudget:    analysisprom.NewBudget(orDefault(opts.AnalysisMemoryBudget, analysisprom.DefaultBudget)),
 			Notifier:          notifier,

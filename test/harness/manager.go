@@ -61,6 +61,11 @@ const syncTimeout = 3 * time.Minute
 // given), a private registry and SkipNameValidation. It returns once the
 // caches are synced, so a test can act right away.
 func StartManager(ctx context.Context, cfg *rest.Config, opts manager.Options) (*Manager, error) {
+	return StartManagerWithHooks(ctx, cfg, opts, manager.Hooks{})
+}
+
+// StartManagerWithHooks is StartManager with a test's hooks in place.
+func StartManagerWithHooks(ctx context.Context, cfg *rest.Config, opts manager.Options, hooks manager.Hooks) (*Manager, error) {
 	if opts.Metrics.BindAddress == "" {
 		opts.Metrics.BindAddress = "0"
 	}
@@ -68,8 +73,8 @@ func StartManager(ctx context.Context, cfg *rest.Config, opts manager.Options) (
 	opts.Registry = registry
 	// A restarted manager in the same process registers the same
 	// controller names again.
-	opts.SkipNameValidation = true
-	mgr, err := manager.New(cfg, opts)
+	hooks.SkipNameValidation = true
+	mgr, err := manager.NewWithHooks(cfg, opts, hooks)
 	if err != nil {
 		return nil, err
 	}

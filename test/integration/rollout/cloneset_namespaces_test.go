@@ -21,7 +21,7 @@ import (
 func TestCloneSetControllerWatchingNamespaces(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	startController(t, ns, func(o *manager.Options) { o.Controllers = []string{manager.CloneSetController} })
+	startController(t, ns, func(o *managerSetup) { o.Controllers = []string{manager.CloneSetController} })
 	createCloneSet(t, newCloneSet(ns, "web", 3, "1.0.0"))
 
 	ownedPods := func() int {

@@ -35,9 +35,9 @@ func TestCloneSetStatusWriteThatConflictsIsWrittenAgain(t *testing.T) {
 	ns := newNamespace(t)
 	var armed, interfered atomic.Bool
 	var wantGeneration atomic.Int64
-	startController(t, ns, func(o *manager.Options) {
+	startController(t, ns, func(o *managerSetup) {
 		o.Controllers = []string{manager.CloneSetController}
-		o.WrapCloneSetClient = func(c client.Client) client.Client {
+		o.hooks.WrapCloneSetClient = func(c client.Client) client.Client {
 			return interceptor.NewClient(noWatch{c}, interceptor.Funcs{
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 					if _, ok := obj.(*stepwisev1.CloneSet); ok && sub == "status" && armed.Load() &&

@@ -42,17 +42,26 @@ const (
 // ServiceAccount, its cache limited to namespace ns, until the test ends or
 // Stop is called. opts change the manager's options (such as
 // AnalysisAddresses) before it starts.
-func startController(t *testing.T, ns string, opts ...func(*manager.Options)) *harness.Manager {
+// managerSetup is what a test may change of the manager startController runs:
+// its options and its hooks.
+type managerSetup struct {
+	manager.Options
+	hooks manager.Hooks
+}
+
+func startController(t *testing.T, ns string, opts ...func(*managerSetup)) *harness.Manager {
 	t.Helper()
-	o := manager.Options{
-		Controllers:     []string{manager.RolloutController},
-		Namespaces:      []string{ns},
-		ProviderFactory: fakeProviderFactory,
+	s := managerSetup{
+		Options: manager.Options{
+			Controllers: []string{manager.RolloutController},
+			Namespaces:  []string{ns},
+		},
+		hooks: manager.Hooks{ProviderFactory: fakeProviderFactory},
 	}
 	for _, opt := range opts {
-		opt(&o)
+		opt(&s)
 	}
-	m, err := harness.StartManager(context.Background(), env.managerCfg, o)
+	m, err := harness.StartManagerWithHooks(context.Background(), env.managerCfg, s.Options, s.hooks)
 	if err != nil {
 		t.Fatalf("starting manager: %v", err)
 	}

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // The Rollout records a decision in its status before it moves the
@@ -38,8 +37,8 @@ func TestALostStatusWriteNeverMovesThePartitionBack(t *testing.T) {
 
 			var writes atomic.Int32
 			lost := &atomic.Bool{}
-			startController(t, ns, func(o *manager.Options) {
-				o.WrapRolloutClient = func(c client.Client) client.Client {
+			startController(t, ns, func(o *managerSetup) {
+				o.hooks.WrapRolloutClient = func(c client.Client) client.Client {
 					return interceptor.NewClient(noWatch{c}, interceptor.Funcs{
 						SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 							if _, ok := obj.(*stepwisev1.Rollout); ok && sub == "status" && writes.Add(1) == k {

@@ -11,7 +11,6 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/notification"
-	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // TestNotificationSlowWebhookDelaysNoOther: a webhook that accepts the
@@ -33,9 +32,9 @@ func TestNotificationSlowWebhookDelaysNoOther(t *testing.T) {
 	})
 	createCloneSet(t, newCloneSet(ns, "web", 4, "1.0.0"))
 	autopilot(t, ns, "web")
-	startController(t, ns, func(o *manager.Options) {
+	startController(t, ns, func(o *managerSetup) {
 		o.NotificationAddresses = []string{strings.TrimPrefix(hung.URL, "http://"), strings.TrimPrefix(recv.srv.URL, "http://")}
-		o.NotificationPolicy = notification.Policy{Attempts: 3, Backoff: 200 * time.Millisecond, Timeout: 10 * time.Second}
+		o.hooks.NotificationPolicy = notification.Policy{Attempts: 3, Backoff: 200 * time.Millisecond, Timeout: 10 * time.Second}
 	})
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%"), pauseForPromote()), stepAt(num(0)))
 	ro.Spec.Notifications = []stepwisev1.Notification{webhook("hung", "hung", ""), webhook("audit", "audit", "")}

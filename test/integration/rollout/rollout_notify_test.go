@@ -17,7 +17,6 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/notification"
-	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // webhookReceiver is a chat or incident tool on 127.0.0.1: it keeps every
@@ -82,8 +81,8 @@ func webhook(name, key string, format stepwisev1.NotificationFormat, phases ...s
 }
 
 // fastDelivery keeps a down receiver's retries within a second or so.
-func fastDelivery(o *manager.Options) {
-	o.NotificationPolicy = notification.Policy{Attempts: 3, Backoff: 200 * time.Millisecond, Timeout: 2 * time.Second}
+func fastDelivery(o *managerSetup) {
+	o.hooks.NotificationPolicy = notification.Policy{Attempts: 3, Backoff: 200 * time.Millisecond, Timeout: 2 * time.Second}
 }
 
 // TestNotificationsPostEachTransitionOnce: a release that pauses for a
@@ -102,7 +101,7 @@ func TestNotificationsPostEachTransitionOnce(t *testing.T) {
 	createCloneSet(t, newCloneSet(ns, "web", 4, "1.0.0"))
 	autopilot(t, ns, "web")
 	host := strings.TrimPrefix(recv.srv.URL, "http://")
-	startController(t, ns, fastDelivery, func(o *manager.Options) { o.NotificationAddresses = []string{host} })
+	startController(t, ns, fastDelivery, func(o *managerSetup) { o.NotificationAddresses = []string{host} })
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%"), pauseForPromote()), stepAt(num(0)))
 	ro.Spec.Notifications = []stepwisev1.Notification{
 		webhook("audit", "audit", stepwisev1.NotificationJSON),
@@ -189,9 +188,9 @@ func TestNotificationReceiverDown(t *testing.T) {
 	allowed := []string{strings.TrimPrefix(down, "http://"), strings.TrimPrefix(hung.URL, "http://")}
 	// Each post to the hung webhook holds its worker for 10s: a reconcile
 	// that waited for it would take 20s for the two transitions.
-	startController(t, ns, func(o *manager.Options) {
+	startController(t, ns, func(o *managerSetup) {
 		o.NotificationAddresses = allowed
-		o.NotificationPolicy = notification.Policy{Attempts: 3, Backoff: 200 * time.Millisecond, Timeout: 10 * time.Second}
+		o.hooks.NotificationPolicy = notification.Policy{Attempts: 3, Backoff: 200 * time.Millisecond, Timeout: 10 * time.Second}
 	})
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(pct("50%")), stepAt(num(0)))
 	ro.Spec.Notifications = []stepwisev1.Notification{webhook("down", "down", ""), webhook("hung", "hung", ""), webhook("outside", "outside", "")}

@@ -43,11 +43,10 @@ func TestRoundsReadTheRolloutFromTheCacheOnceItHoldsOurLastWrite(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	})
-	m, err := harness.StartManager(context.Background(), cfg, manager.Options{
-		Controllers:     []string{manager.RolloutController},
-		Namespaces:      []string{ns},
-		ProviderFactory: fakeProviderFactory,
-	})
+	m, err := harness.StartManagerWithHooks(context.Background(), cfg, manager.Options{
+		Controllers: []string{manager.RolloutController},
+		Namespaces:  []string{ns},
+	}, manager.Hooks{ProviderFactory: fakeProviderFactory})
 	if err != nil {
 		t.Fatalf("starting manager: %v", err)
 	}

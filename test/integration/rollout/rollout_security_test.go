@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // The manager's allow-list of Prometheus addresses: a metric naming another
@@ -34,7 +33,7 @@ func TestAnalysisAddressOutsideTheAllowListIsRefused(t *testing.T) {
 	ns := newNamespace(t)
 	createCloneSet(t, newCloneSet(ns, "web", 10, "1.0.0"))
 	autopilot(t, ns, "web")
-	startController(t, ns, func(o *manager.Options) { o.AnalysisAddresses = []string{promAddress} })
+	startController(t, ns, func(o *managerSetup) { o.AnalysisAddresses = []string{promAddress} })
 	env.prom.set(ns, answer{value: 0.001})
 
 	ro := newRollout(ns, "web", cloneSetRef("web"), stepAt(num(0)))

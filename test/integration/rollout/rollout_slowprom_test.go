@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // blackHole accepts connections and never answers, as a Prometheus behind
@@ -68,7 +67,7 @@ func TestSilentPrometheusDoesNotHoldUpOtherRollouts(t *testing.T) {
 		createCloneSet(t, newCloneSet(nsOf(i), name, 2, "1.0.0"))
 		autopilot(t, nsOf(i), name)
 	}
-	startController(t, live, func(o *manager.Options) { o.Namespaces = []string{live, dead} })
+	startController(t, live, func(o *managerSetup) { o.Namespaces = []string{live, dead} })
 	for i := range 20 {
 		name, ns := fmt.Sprintf("web-%02d", i), nsOf(i)
 		ro := newRollout(ns, name, cloneSetRef(name), stepAt(pct("50%")), stepAt(num(0)))

@@ -9,7 +9,6 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout"
-	"github.com/stepwise-dev/stepwise/internal/manager"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
 )
 
@@ -23,8 +22,8 @@ func TestAnalysisNeverQueriesTheMetadataAddress(t *testing.T) {
 	createCloneSet(t, newCloneSet(ns, "web", 10, "1.0.0"))
 	autopilot(t, ns, "web")
 	var built atomic.Int32
-	startController(t, ns, func(o *manager.Options) {
-		o.ProviderFactory = func(m stepwisev1.PrometheusMetric, refs rollout.ResolvedRefs, limits rollout.ProviderLimits) (analysis.Provider, error) {
+	startController(t, ns, func(o *managerSetup) {
+		o.hooks.ProviderFactory = func(m stepwisev1.PrometheusMetric, refs rollout.ResolvedRefs, limits rollout.ProviderLimits) (analysis.Provider, error) {
 			built.Add(1)
 			return fakeProviderFactory(m, refs, limits)
 		}

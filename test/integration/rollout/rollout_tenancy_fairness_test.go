@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // One namespace gets at most its share of the workers for measuring.
@@ -33,7 +32,7 @@ func TestNamespaceAtItsShareDoesNotHoldUpAnother(t *testing.T) {
 	pilotAll(t, a, names, 300*time.Millisecond)
 	createCloneSet(t, newCloneSet(b, "web", 2, "1.0.0"))
 	autopilot(t, b, "web")
-	startController(t, a, func(o *manager.Options) { o.Namespaces = []string{a, b} })
+	startController(t, a, func(o *managerSetup) { o.Namespaces = []string{a, b} })
 
 	for _, name := range names {
 		ro := newRollout(a, name, cloneSetRef(name), stepAt(pct("50%")), stepAt(num(0)))

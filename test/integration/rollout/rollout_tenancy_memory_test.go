@@ -81,9 +81,9 @@ func TestAnalysisMemoryIsBoundedUnderAnswersAtTheCap(t *testing.T) {
 		mu     sync.Mutex
 		budget *prometheus.Budget
 	)
-	startController(t, honestNS, func(o *manager.Options) {
+	startController(t, honestNS, func(o *managerSetup) {
 		o.Namespaces = namespaces
-		o.ProviderFactory = func(m stepwisev1.PrometheusMetric, refs rollout.ResolvedRefs, limits rollout.ProviderLimits) (analysis.Provider, error) {
+		o.hooks.ProviderFactory = func(m stepwisev1.PrometheusMetric, refs rollout.ResolvedRefs, limits rollout.ProviderLimits) (analysis.Provider, error) {
 			mu.Lock()
 			budget = limits.Budget
 			mu.Unlock()

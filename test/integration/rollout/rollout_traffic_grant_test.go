@@ -17,7 +17,6 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
-	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // edgeRoute applies git's route web to namespace edge, a platform team's,
@@ -101,8 +100,8 @@ func untouchedBy(obj client.Object) bool {
 }
 
 // withNamespaces lets the manager watch more namespaces than the test's.
-func withNamespaces(nss ...string) func(*manager.Options) {
-	return func(o *manager.Options) { o.Namespaces = append(o.Namespaces, nss...) }
+func withNamespaces(nss ...string) func(*managerSetup) {
+	return func(o *managerSetup) { o.Namespaces = append(o.Namespaces, nss...) }
 }
 
 // A Rollout writes an HTTPRoute of another namespace only with that

@@ -19,7 +19,6 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/internal/manager"
 )
 
 // tenantRelease sets up a CloneSet web of 4 Pods at v1 in ns, piloted, and
@@ -240,8 +239,8 @@ func TestALostStatusWriteLeavesTrafficUnmoved(t *testing.T) {
 	git := applyGitWeb(t, ns)
 	createRollout(t, tenantRelease(t, ns, ""))
 	var lose atomic.Bool
-	startController(t, ns, func(o *manager.Options) {
-		o.WrapRolloutClient = func(c client.Client) client.Client {
+	startController(t, ns, func(o *managerSetup) {
+		o.hooks.WrapRolloutClient = func(c client.Client) client.Client {
 			return interceptor.NewClient(noWatch{c}, interceptor.Funcs{
 				SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 					if ro, ok := obj.(*stepwisev1.Rollout); ok && sub == "status" && lose.Load() && ro.Status.Traffic != nil && ro.Status.Traffic.Written != nil {
