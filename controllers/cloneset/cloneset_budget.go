@@ -42,8 +42,8 @@ func blockerGrace(round *syncRound, blockers []string) time.Duration {
 // at once on 4 workers, long rounds held every worker for seconds while a
 // CloneSet whose Rollout waited on it sat at the head of the queue
 // (cloneset_priority.go); such a wait also ends a round sooner (gateWaits).
-// Rounds of 10 were slower overall, and 48 (tried with the concurrent
-// writes below) changed neither the wall time nor the writes per Pod of a
+// Rounds of 10 are slower overall, and rounds of 48 (with the concurrent
+// writes below) change neither the wall time nor the writes per Pod of a
 // 1000-Pod update (docs/benchmarks.md). The rest goes to the next round,
 // which the writes' own watch events bring. Rounds also bring the first
 // Pods back while the rest still move: unbounded, a 1000-Pod CloneSet at
@@ -53,13 +53,12 @@ const maxPodsWrittenPerRound = 20
 
 // podWriteConcurrency is how many Pods a round writes at once. An in-place
 // move is three requests in a row (a fresh read, the gate, the image) and
-// a refresh one; written one Pod after another, a round's Pods waited on
-// each other's round trips, and a 1000-Pod update at maxUnavailable 100%
-// never had more than about 100 Pods out of service at once: the writer's
-// pace, not the budget, capped it (docs/bench-compare.md, the timeline).
-// Pods are independent, so their writes need no order; eight at once keep
-// the API server busy without letting one CloneSet's round crowd out the
-// rest of its clients.
+// a refresh one. Written one Pod after another, a round's pace is its
+// round trips', not the API server's: a 1000-Pod update at maxUnavailable
+// 100% moves 29 Pods a second one at a time and 37 eight at once on the
+// kwok bed, where eight already keep the API server's CPU busy
+// (docs/benchmarks.md, in place against recreate). Pods are independent,
+// so their writes need no order.
 const podWriteConcurrency = 8
 
 // podWriteBudget is what is left of a round's Pod writes: at most

@@ -41,9 +41,9 @@ const governedPriority = 10
 // the governed keys queue too (50-200 of them at 10,000 Pods), and a key
 // whose Pod is ready waited behind all of them.
 //
-// Measured (docs/benchmarks.md, tenth pass; bench-scale at 10,800 Pods,
-// three runs each in turns): gate reaction p99 0.93-1.06 s with this,
-// 1.72-2.15 s without; the mass update 12-37 s slower in each pair.
+// Measured with make bench-scale at 10,800 Pods, three runs each in turns
+// (docs/benchmarks.md): gate reaction p99 0.93-1.06 s with this, 1.72-2.15
+// s without; the mass update 12-37 s slower in each pair.
 const gatePriority = 20
 
 var cloneSetGroupKind = stepwisev1.GroupVersion.WithKind("CloneSet").GroupKind()
@@ -171,9 +171,9 @@ func (r *Reconciler) governed(ctx context.Context, key client.ObjectKey) bool {
 // ready. gatePriority puts its key first in the queue, but the queue can
 // only give it to a worker that is free: during a mass update all of them
 // may be in rounds of CloneSets nobody waits on, each writing up to
-// maxPodsWrittenPerRound Pods, which took 2.7 s per round on a loaded API
-// server. That wait was the tail of the Rollouts' gate reaction
-// (docs/benchmarks.md, fourteenth pass: 0.4-1.8 s of the slowest steps).
+// maxPodsWrittenPerRound Pods, up to 2.7 s per round on a loaded API
+// server, and that wait is the tail of the Rollouts' gate reaction (0.4-1.8
+// s of the slowest steps in make bench-scale's audit log, docs/benchmarks.md).
 // So such a round asks, before each further Pod write, whether a gate
 // waits; the first to ask ends its round and its worker takes the key.
 //

@@ -40,12 +40,12 @@ func SoftMemoryLimit(getenv func(string) string) (limit int64, ok bool, err erro
 // collection starts once the heap has grown by half the live heap, where
 // Go's default waits for it to double. Most of the manager's live heap is
 // its informer cache, which lives as long as the process, so the resident
-// memory follows the collector's goal, not what is live (benchmarks.md,
-// fifth pass). At 100 the Go runtime held about 2.3 times the live heap;
-// at 50 about 1.8 times, and the manager's peak at 10,800 updating Pods
-// fell from 164-170 to 133-139 MiB, for about twice as many collections:
-// from none to a fifth more CPU in two runs (benchmarks.md, thirteenth
-// pass).
+// memory follows the collector's goal, not what is live. Measured with
+// make bench-scale (docs/benchmarks.md): at 100 the Go runtime held about
+// 2.3 times the live heap, at 50 about 1.8 times; the manager's peak at
+// 10,800 updating Pods is 133-139 MiB at 50 against 164-170 at 100, for
+// about twice as many collections: from none to a fifth more CPU in two
+// runs.
 const DefaultGCPercent = 50
 
 // GCPercent is the collector's target (debug.SetGCPercent) for the
