@@ -35,11 +35,7 @@ func newActionCommand(e *env, a cli.Action) *cobra.Command {
 			if full {
 				a = cli.PromoteFull()
 			}
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			dyn, err := e.dynamic()
+			ns, dyn, err := e.namespacedClient()
 			if err != nil {
 				return err
 			}

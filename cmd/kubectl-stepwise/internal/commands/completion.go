@@ -20,11 +20,7 @@ func (e *env) completeRollouts(cmd *cobra.Command, args []string, toComplete str
 }
 
 func (e *env) rolloutNames(cmd *cobra.Command, prefix string) []string {
-	ns, err := e.namespace()
-	if err != nil {
-		return nil
-	}
-	dyn, err := e.dynamic()
+	ns, dyn, err := e.namespacedClient()
 	if err != nil {
 		return nil
 	}

@@ -37,11 +37,7 @@ func newGetCommand(e *env) *cobra.Command {
 			if measurements < 1 {
 				return usagef("--measurements: %d is not a positive count", measurements)
 			}
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			dyn, err := e.dynamic()
+			ns, dyn, err := e.namespacedClient()
 			if err != nil {
 				return err
 			}

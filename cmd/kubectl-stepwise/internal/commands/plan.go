@@ -204,11 +204,7 @@ func (f trafficFlags) options(steps int) (*cli.PlanTraffic, error) {
 // gets a Rollout without one, for the GitOps tool to place.
 func (e *env) planCloneSet(ctx context.Context, filename string, args []string) (*stepwisev1.CloneSet, error) {
 	if filename == "" {
-		ns, err := e.namespace()
-		if err != nil {
-			return nil, err
-		}
-		dyn, err := e.dynamic()
+		ns, dyn, err := e.namespacedClient()
 		if err != nil {
 			return nil, err
 		}

@@ -173,6 +173,20 @@ func (e *env) namespace() (string, error) {
 	return ns, nil
 }
 
+// namespacedClient is the namespace a command acts in and a client to act
+// with, from kubeconfig and the flags.
+func (e *env) namespacedClient() (string, dynamic.Interface, error) {
+	ns, err := e.namespace()
+	if err != nil {
+		return "", nil, err
+	}
+	dyn, err := e.dynamic()
+	if err != nil {
+		return "", nil, err
+	}
+	return ns, dyn, nil
+}
+
 // addOutputFlag registers -o; check validates it before any API call.
 func addOutputFlag(cmd *cobra.Command, into *string, def string) {
 	cmd.Flags().StringVarP(into, "output", "o", def, "Output format: yaml or json.")

@@ -47,11 +47,7 @@ func newSetImageCommand(e *env) *cobra.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			dyn, err := e.dynamic()
+			ns, dyn, err := e.namespacedClient()
 			if err != nil {
 				return err
 			}

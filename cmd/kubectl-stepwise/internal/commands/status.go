@@ -28,11 +28,7 @@ func newStatusCommand(e *env) *cobra.Command {
 			if timeout < 0 {
 				return usagef("--timeout: %s is negative: give a duration such as 10m, or 0 to wait without limit", timeout)
 			}
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			dyn, err := e.dynamic()
+			ns, dyn, err := e.namespacedClient()
 			if err != nil {
 				return err
 			}

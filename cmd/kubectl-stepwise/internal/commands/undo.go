@@ -28,11 +28,7 @@ func newUndoCommand(e *env) *cobra.Command {
 		Args:              oneName("rollout"),
 		ValidArgsFunction: e.completeRollouts,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ns, err := e.namespace()
-			if err != nil {
-				return err
-			}
-			dyn, err := e.dynamic()
+			ns, dyn, err := e.namespacedClient()
 			if err != nil {
 				return err
 			}
