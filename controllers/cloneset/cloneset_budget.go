@@ -57,9 +57,12 @@ const maxPodsWrittenPerRound = 20
 // round trips', not the API server's: a 1000-Pod update at maxUnavailable
 // 100% moves 29 Pods a second one at a time and 37 eight at once on the
 // kwok bed, where eight already keep the API server's CPU busy
-// (docs/benchmarks.md, in place against recreate). Pods are independent,
-// so their writes need no order.
-const podWriteConcurrency = 8
+// (docs/benchmarks.md, in place against recreate). But with 10 CloneSets
+// of 1000 Pods on 4 workers (make bench-scale), eight at once made the
+// update 8m16s -> 10m48s, CloneSet status writes 3,379 -> 11,518, manager
+// CPU 102 -> 254 s and gate reaction p99 775 -> 1122 ms: so one at a time
+// until the concurrency is bounded across workers, not per round.
+const podWriteConcurrency = 1
 
 // podWriteBudget is what is left of a round's Pod writes: at most
 // maxPodsWrittenPerRound Pods, and, for a CloneSet no Rollout governs,
