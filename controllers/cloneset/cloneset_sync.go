@@ -40,13 +40,10 @@ func (r *Reconciler) sync(ctx context.Context, round *syncRound) (time.Duration,
 	if round.gov.rollout == "" {
 		budget.handOver = r.mem.gateWaits.claim
 	}
-	refreshing := make([]*corev1.Pod, 0, len(round.pods))
-	for _, pod := range round.pods {
-		if pod.DeletionTimestamp == nil {
-			refreshing = append(refreshing, pod)
+	refreshedAll, err := writePods(budget, round.pods, func(pod *corev1.Pod) (bool, error) {
+		if pod.DeletionTimestamp != nil {
+			return false, nil
 		}
-	}
-	refreshedAll, err := writePods(budget, refreshing, func(pod *corev1.Pod) (bool, error) {
 		delay, wrote, err := r.refreshPod(ctx, round, key, pod)
 		requeue.at(delay)
 		return wrote, err
