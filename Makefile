@@ -173,11 +173,16 @@ test-gitops: test-assets gitops-assets ## Real Flux and real Argo CD apply Stepw
 	STEPWISE_GITOPS_LOG_DIR="$$dir/gitops-tools" go test -count=1 -p 1 ./test/gitops -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: test-node
-test-node: test-assets node-assets release ## Stepwise installed from the release in DIST (its image tarball, install.yaml, the chart) on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
+test-node: test-assets node-assets kruise-manager release ## Stepwise installed from the release in DIST (its image tarball, install.yaml, the chart) on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
 	@# test/realnode reads DIST (make release above) through STEPWISE_DIST.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-node.XXXXXX)"; log="$$dir/node.log"; \
 	echo "full real-node log: $$log"; trap 'echo "full real-node log: $$log"' EXIT; \
-	STEPWISE_DIST="$(DIST)" go test -count=1 -p 1 $(NODE_PKGS) -timeout 20m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_DIST="$(DIST)" go test -count=1 -p 1 $(NODE_PKGS) -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+
+.PHONY: bench-node
+bench-node: test-assets node-assets kruise-manager release ## The same image change of $(NODE_PODS) two-container Pods by Stepwise, a Deployment, a StatefulSet and OpenKruise on the real node (root); docs/bench-node.md and .svg.
+	STEPWISE_DIST="$(DIST)" go test -count=1 -p 1 ./test/realnode -run 'TestRealNode/^(InstallFromRelease|SideBySide)$$' -timeout 60m -v \
+		-args -sidebyside-pods=$(NODE_PODS) -sidebyside-report=$(CURDIR)/docs/bench-node.md -sidebyside-svg=$(CURDIR)/docs/bench-node.svg
 
 .PHONY: demo
 demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 promoted step by step, v3-bad aborted and rolled back in place.
@@ -208,6 +213,9 @@ bench-scale: test-assets ## 10 CloneSets x 1000 Pods updated at once while 200 R
 	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 120m \
 		-args -scale-clonesets=$(SCALE_CLONESETS) -scale-pods=$(SCALE_PODS) -scale-rollouts=$(SCALE_ROLLOUTS) \
 		-scale-rollout-pods=$(SCALE_ROLLOUT_PODS) -scale-analysis-count=$(SCALE_ANALYSIS) -scale-manager-args="$(SCALE_MANAGER_ARGS)" -scale-manager-env="$(SCALE_MANAGER_ENV)"
+
+# Pods per controller in bench-node (make test-node runs the same at 6).
+NODE_PODS ?= 40
 
 # Controllers bench-compare runs, in order (see test/bench/compare_bench_test.go).
 COMPARE ?= stepwise,deployment,kruise,kruise-noqps

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/stepwise-dev/stepwise/test/compare"
+	"github.com/stepwise-dev/stepwise/test/kruise"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
@@ -52,12 +52,7 @@ const (
 
 var (
 	stepwiseCloneSets = schema.GroupVersionResource{Group: "stepwise.dev", Version: "v1alpha1", Resource: "clonesets"}
-	// v1beta1 is OpenKruise v1.9's stored version; its CRD converts nothing, so
-	// a v1alpha1 updateStrategy would be lost on the way.
-	kruiseCloneSets    = schema.GroupVersionResource{Group: "apps.kruise.io", Version: "v1beta1", Resource: "clonesets"}
-	deployments        = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	mutatingWebhooks   = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}
-	validatingWebhooks = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}
+	deployments       = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 )
 
 // compareRun is one controller under test.
@@ -72,9 +67,9 @@ var compareCatalog = map[string]compareRun{
 		maxUnavailablePath: "/spec/updateStrategy/maxUnavailable"},
 	"deployment": {key: "deployment", name: "Deployment", agent: kcmAgent, gvr: deployments, note: "RSS and CPU: the whole kube-controller-manager",
 		maxUnavailablePath: "/spec/strategy/rollingUpdate/maxUnavailable"},
-	"kruise": {key: "kruise", name: "OpenKruise CloneSet, QPS 30", agent: kruiseAgent, gvr: kruiseCloneSets,
+	"kruise": {key: "kruise", name: "OpenKruise CloneSet, QPS 30", agent: kruiseAgent, gvr: kruise.CloneSets,
 		maxUnavailablePath: "/spec/updateStrategy/rollingUpdate/maxUnavailable"},
-	"kruise-noqps": {key: "kruise-noqps", name: "OpenKruise CloneSet, no QPS limit", agent: kruiseAgent, gvr: kruiseCloneSets,
+	"kruise-noqps": {key: "kruise-noqps", name: "OpenKruise CloneSet, no QPS limit", agent: kruiseAgent, gvr: kruise.CloneSets,
 		maxUnavailablePath: "/spec/updateStrategy/rollingUpdate/maxUnavailable"},
 }
 
@@ -107,7 +102,7 @@ func BenchmarkCompare(b *testing.B) {
 	dyn := dynamic.NewForConfigOrDie(cfg)
 
 	results := make([][]compare.Result, len(comparePasses))
-	kruiseReady := false
+	var uninstallKruise func(context.Context) error
 	for i, key := range runs {
 		run := compareCatalog[key]
 		last := i == len(runs)-1
@@ -123,9 +118,11 @@ func BenchmarkCompare(b *testing.B) {
 			}
 			proc = &controllerProcess{pid: pid}
 		case "kruise", "kruise-noqps":
-			if !kruiseReady {
-				setUpKruise(b, ctx, cluster, dyn)
-				kruiseReady = true
+			if uninstallKruise == nil {
+				var err error
+				if uninstallKruise, err = kruise.Install(ctx, cluster); err != nil {
+					b.Fatal(err)
+				}
 			}
 			qps := []string{"--rest-config-qps=30", "--rest-config-burst=50"} // its defaults, said out loud
 			if key == "kruise-noqps" {
@@ -215,15 +212,9 @@ func BenchmarkCompare(b *testing.B) {
 		deleteNamespace(b, ctx, cs, ns)
 		proc.stop()
 	}
-	if kruiseReady {
-		// Their failurePolicy is Fail: with the manager gone they would refuse Pods.
-		for name, gvr := range map[string]schema.GroupVersionResource{
-			"kruise-mutating-webhook-configuration":   mutatingWebhooks,
-			"kruise-validating-webhook-configuration": validatingWebhooks,
-		} {
-			if err := dyn.Resource(gvr).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				b.Errorf("deleting %s: %v", name, err)
-			}
+	if uninstallKruise != nil {
+		if err := uninstallKruise(ctx); err != nil {
+			b.Errorf("deleting OpenKruise's webhook configurations: %v", err)
 		}
 	}
 	logWriters(b, cluster.AuditLogPath())
@@ -300,9 +291,6 @@ type podWatch struct {
 	stopCh   chan struct{}
 }
 
-// inPlaceUpdateReady is the readiness gate of both CloneSets.
-const inPlaceUpdateReady corev1.PodConditionType = "InPlaceUpdateReady"
-
 func watchPods(b *testing.B, cs kubernetes.Interface, ns string) *podWatch {
 	w := &podWatch{stopCh: make(chan struct{})}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
@@ -342,7 +330,7 @@ func (w *podWatch) set(obj any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.progress != nil {
-		now, state := time.Now(), podState(pod, w.image)
+		now, state := time.Now(), compare.PodStateOf(pod, w.image)
 		w.progress.Set(string(pod.UID), state, now)
 		w.timeline.Observe(string(pod.UID), state, now)
 	}
@@ -357,7 +345,7 @@ func (w *podWatch) begin(n int, image string, start time.Time) {
 	w.timeline = compare.NewTimeline(start)
 	for _, obj := range w.store.List() {
 		pod := obj.(*corev1.Pod)
-		state := podState(pod, image)
+		state := compare.PodStateOf(pod, image)
 		w.progress.Seed(string(pod.UID), state)
 		w.timeline.Seed(string(pod.UID), state)
 	}
@@ -404,33 +392,3 @@ func (w *podWatch) uids() map[string]bool {
 }
 
 func (w *podWatch) stop() { close(w.stopCh) }
-
-func podState(pod *corev1.Pod, image string) compare.PodState {
-	s := compare.PodState{Deleting: pod.DeletionTimestamp != nil, Bound: pod.Spec.NodeName != ""}
-	for _, c := range pod.Status.Conditions {
-		switch {
-		case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue:
-			s.Ready = !s.Deleting
-		case c.Type == inPlaceUpdateReady && c.Status == corev1.ConditionFalse:
-			s.GateFalse = true
-		case c.Type == inPlaceUpdateReady && c.Status == corev1.ConditionTrue:
-			s.GateTrue = true
-		}
-	}
-	s.SpecNewImage = len(pod.Spec.Containers) > 0
-	for _, c := range pod.Spec.Containers {
-		if c.Image != image {
-			s.SpecNewImage = false
-		}
-	}
-	s.NewImage = len(pod.Status.ContainerStatuses) > 0
-	for _, c := range pod.Status.ContainerStatuses {
-		if c.Image != image || c.State.Running == nil {
-			s.NewImage = false
-		}
-	}
-	if s.Deleting {
-		s.NewImage = false
-	}
-	return s
-}

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,11 +11,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
-
+	"github.com/stepwise-dev/stepwise/test/kruise"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
@@ -106,7 +100,7 @@ func (p *controllerProcess) statusBytes(field string) (int64, error) {
 
 // cpuSeconds is the process's user plus system time (USER_HZ is 100 on Linux).
 func (p *controllerProcess) cpuSeconds(b *testing.B) float64 {
-	cpu, err := processCPUSeconds(p.pid)
+	cpu, err := kwokcluster.ProcessCPUSeconds(p.pid)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,28 +116,11 @@ func bedCPUSeconds(b *testing.B, cluster *kwokcluster.Cluster) map[string]float6
 	}
 	out := map[string]float64{}
 	for name, pid := range pids {
-		if cpu, err := processCPUSeconds(pid); err == nil {
+		if cpu, err := kwokcluster.ProcessCPUSeconds(pid); err == nil {
 			out[name] = cpu
 		}
 	}
 	return out
-}
-
-// processCPUSeconds is the user and system CPU time of a process so far.
-func processCPUSeconds(pid int) (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading CPU time of %d: %w", pid, err)
-	}
-	s := string(raw)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	// After the name: state is field 3, utime 14 and stime 15.
-	utime, err1 := strconv.ParseFloat(fields[11], 64)
-	stime, err2 := strconv.ParseFloat(fields[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %q", pid, s)
-	}
-	return (utime + stime) / 100, nil
 }
 
 func loadAverage() string {
@@ -191,82 +168,20 @@ func startStepwiseWithEnv(b *testing.B, kubeconfig string, env []string, extra .
 	return p
 }
 
-// kruiseModuleDir is where the Go module cache holds OpenKruise v1.9.0,
-// as hack/kruise pins it: its CRDs and webhook configurations are read there.
-func kruiseModuleDir(b *testing.B) string {
-	root, err := kwokcluster.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openkruise/kruise")
-	cmd.Dir = filepath.Join(root, "hack", "kruise")
-	out, err := cmd.Output()
-	if err != nil || len(bytes.TrimSpace(out)) == 0 {
-		b.Fatalf("finding OpenKruise in the module cache (make kruise-manager downloads it): %v", err)
-	}
-	return string(bytes.TrimSpace(out))
-}
-
-// setUpKruise installs what OpenKruise's local-debug mode needs: its CRDs,
-// its namespace, and its two webhook configurations under the names the
-// manager looks for (it fills in the CA bundle and the 127.0.0.1 URL).
-func setUpKruise(b *testing.B, ctx context.Context, cluster *kwokcluster.Cluster, dyn dynamic.Interface) {
-	dir := kruiseModuleDir(b)
-	if err := cluster.InstallCRDs(ctx, filepath.Join(dir, "config", "crd", "bases")); err != nil {
-		b.Fatal(err)
-	}
-	if err := cluster.CreateNamespace(ctx, "kruise-system"); err != nil {
-		b.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "config", "webhook", "manifests.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		var obj map[string]any
-		if err := dec.Decode(&obj); err != nil {
-			break
-		}
-		if obj == nil {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		gvr := mutatingWebhooks
-		if u.GetKind() == "ValidatingWebhookConfiguration" {
-			gvr = validatingWebhooks
-		}
-		u.SetName("kruise-" + u.GetName())
-		if _, err := dyn.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			b.Fatalf("creating %s: %v", u.GetName(), err)
-		}
-	}
-}
-
 // startKruise runs OpenKruise's manager off-cluster in its local-debug mode:
 // the webhook on 127.0.0.1 with certificates in a directory of ours.
 func startKruise(b *testing.B, kubeconfig string, qps []string) *controllerProcess {
 	binary := *kruiseBinary
 	if binary == "" {
-		dir := os.Getenv("STEPWISE_BIN")
-		if dir == "" {
-			root, err := kwokcluster.RepoRoot()
-			if err != nil {
-				b.Fatal(err)
-			}
-			dir = filepath.Join(root, "bin")
+		var err error
+		if binary, err = kruise.Binary(); err != nil {
+			b.Fatal(err)
 		}
-		binary = filepath.Join(dir, "kruise-manager")
 	}
-	if _, err := os.Stat(binary); err != nil {
-		b.Fatalf("OpenKruise manager: %v (make kruise-manager builds it)", err)
-	}
-	port := strings.TrimPrefix(freeAddr(b), "127.0.0.1:")
 	probeAddr := freeAddr(b)
-	env := []string{"KUBECONFIG=" + kubeconfig, "WEBHOOK_HOST=127.0.0.1", "WEBHOOK_PORT=" + port,
-		"WEBHOOK_CERT_DIR=" + b.TempDir(), "POD_NAMESPACE=kruise-system"}
-	args := append([]string{"--enable-leader-election=false", "--metrics-addr=" + freeAddr(b), "--health-probe-addr=" + probeAddr,
-		"--enable-pprof=false", "--feature-gates=CloneSetPartitionRollback=true,KruiseDaemon=false", "--v=1"}, qps...)
+	env, args := kruise.Command(kubeconfig, b.TempDir(), kruise.Addrs{
+		WebhookPort: strings.TrimPrefix(freeAddr(b), "127.0.0.1:"), Metrics: freeAddr(b), HealthProbe: probeAddr,
+	}, qps)
 	p := startProcess(b, binary, env, args...)
 	waitHTTP(b, "http://"+probeAddr+"/readyz", "OpenKruise manager", 2*time.Minute)
 	return p

@@ -95,7 +95,7 @@ func (t *stepTracker) pod(pod *corev1.Pod, now time.Time) {
 	if !ok {
 		return
 	}
-	s := podState(pod, "example.com/app:v2")
+	s := compare.PodStateOf(pod, "example.com/app:v2")
 	set[pod.Name] = s.Ready && s.NewImage
 	n := 0
 	for _, ready := range set {

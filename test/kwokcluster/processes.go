@@ -45,6 +45,23 @@ func (c *Cluster) ComponentPIDs() (map[string]int, error) {
 	return pids, nil
 }
 
+// ProcessCPUSeconds is the user and system CPU time of a process so far.
+func ProcessCPUSeconds(pid int) (float64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading CPU time of %d: %w", pid, err)
+	}
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// After the name: state is field 3, utime 14 and stime 15.
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %q", pid, s)
+	}
+	return (utime + stime) / 100, nil
+}
+
 func (c *Cluster) stop() error {
 	if c.cancel != nil {
 		c.cancel()

@@ -375,6 +375,27 @@ func (n *Node) Ctr(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// Crictl runs crictl against the bed's containerd and returns its output.
+func (n *Node) Crictl(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(n.binDir, "crictl"), append([]string{"--runtime-endpoint", "unix://" + n.socket(), "--timeout", "30s"}, args...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("crictl %s: %w", strings.Join(args, " "), err)
+	}
+	return out, nil
+}
+
+// DaemonPID is the process id of a daemon the bed started ("kubelet",
+// "containerd").
+func DaemonPID(name string) (int, error) {
+	_, _, _, _, pidDir := dirs()
+	data, err := os.ReadFile(filepath.Join(pidDir, name+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("reading the pid of %s: %w", name, err)
+	}
+	return strconv.Atoi(strings.TrimSpace(string(data)))
+}
+
 // LogDir holds containerd.log and kubelet.log until the next run.
 func LogDir() string {
 	_, _, _, logs, _ := dirs()

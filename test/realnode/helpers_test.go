@@ -322,6 +322,9 @@ type instance struct {
 	Version  string    `json:"version"`
 	Instance string    `json:"instance"`
 	Started  time.Time `json:"started"`
+	// FirstInstance is the instance that first ran over the Pod's data
+	// volume, when the Pod sets DATA_DIR.
+	FirstInstance string `json:"firstInstance"`
 }
 
 // httpClient talks to Pod IPs on the node's bridge only.

@@ -1,14 +1,18 @@
 package realnode
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/stepwise-dev/stepwise/internal/image"
@@ -65,6 +69,58 @@ func BuildImages(ctx context.Context, root, path string) error {
 		return fmt.Errorf("writing images to %s: %w", path, err)
 	}
 	return nil
+}
+
+// BuildTopLayerImages builds, for each tag, the demo app of that version
+// with one more layer on top (a file naming the tag), and writes them into
+// one tarball at path. Every layer but the top one is the demo app's of
+// DemoTags, already in containerd; the top one is new to the node, as a
+// release that changes only its last layer is.
+func BuildTopLayerImages(ctx context.Context, root, path string, tags []string) error {
+	refs := map[name.Reference]v1.Image{}
+	for _, t := range tags {
+		imgs, err := image.Build(ctx, image.Options{
+			Dir: root, Package: "./test/realnode/demoapp", Entrypoint: "/demoapp", Env: []string{"DEMO_VERSION=" + t},
+			Created: time.Unix(0, 0),
+		})
+		if err != nil {
+			return fmt.Errorf("building %s: %w", t, err)
+		}
+		top, err := fileLayer("release", []byte(t+"\n"))
+		if err != nil {
+			return err
+		}
+		img, err := mutate.AppendLayers(imgs[0], top)
+		if err != nil {
+			return fmt.Errorf("adding the top layer of %s: %w", t, err)
+		}
+		tag, err := name.NewTag(DemoImage + ":" + t)
+		if err != nil {
+			return err
+		}
+		refs[tag] = img
+	}
+	if err := tarball.MultiRefWriteToFile(path, refs); err != nil {
+		return fmt.Errorf("writing images to %s: %w", path, err)
+	}
+	return nil
+}
+
+// fileLayer is a layer holding one file.
+func fileLayer(path string, content []byte) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: path, Mode: 0o644, Size: int64(len(content)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(content); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
 }
 
 // Release is a release as `make release` writes it (internal/release):

@@ -37,6 +37,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("TrafficThroughTraefik", func(t *testing.T) { testTrafficThroughTraefik(t, b) })
 	t.Run("ManagerFailover", func(t *testing.T) { testFailover(t, b) })
 	t.Run("SimulatorFaithful", func(t *testing.T) { testSimulatorFaithful(t, b) })
+	t.Run("SideBySide", func(t *testing.T) { testSideBySide(t, b) })
 	// Last: it stops the cluster-wide manager while it runs (and starts it
 	// again).
 	t.Run("NamespacedInstall", func(t *testing.T) { testNamespacedInstall(t, b) })

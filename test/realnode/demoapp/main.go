@@ -5,8 +5,11 @@
 //
 // It serves on :8080:
 //   - /         the answer (version and instance in the body)
-//   - /instance JSON {version, instance, started}: a new process has a new
-//     instance id, so a test can tell that the old one really stopped
+//   - /instance JSON {version, instance, started, firstInstance}: a new
+//     process has a new instance id, so a test can tell that the old one
+//     really stopped; with $DATA_DIR set, firstInstance is the id the first
+//     process to run over that directory wrote there, so a test can tell
+//     whether a volume outlived the process
 //   - /metrics  http_requests_total{code} in Prometheus' text format
 //   - /healthz  readiness
 //
@@ -17,11 +20,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +38,23 @@ type info struct {
 	Version  string    `json:"version"`
 	Instance string    `json:"instance"`
 	Started  time.Time `json:"started"`
+	// FirstInstance is read from $DATA_DIR/first-instance, which the first
+	// process to find it missing writes.
+	FirstInstance string `json:"firstInstance,omitempty"`
+}
+
+// firstInstance returns the instance id kept in dir, writing id there
+// when there is none yet.
+func firstInstance(dir, id string) (string, error) {
+	path := filepath.Join(dir, "first-instance")
+	data, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(data)), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	return id, os.WriteFile(path, []byte(id+"\n"), 0o644)
 }
 
 // app counts answers by code.
@@ -87,6 +109,13 @@ func main() {
 		info:  info{Version: version, Instance: hex.EncodeToString(id), Started: time.Now().UTC()},
 		bad:   strings.HasSuffix(version, "-bad"),
 		codes: map[int]uint64{},
+	}
+	if dir := os.Getenv("DATA_DIR"); dir != "" {
+		first, err := firstInstance(dir, a.Instance)
+		if err != nil {
+			log.Fatalf("DATA_DIR: %v", err)
+		}
+		a.FirstInstance = first
 	}
 	fmt.Printf("demoapp version=%s instance=%s started=%s\n", a.Version, a.Instance, a.Started.Format(time.RFC3339Nano))
 

@@ -21,3 +21,15 @@ func TestCode(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstInstance(t *testing.T) {
+	dir := t.TempDir()
+	first, err := firstInstance(dir, "aaa")
+	if err != nil || first != "aaa" {
+		t.Fatalf("first run: %q, %v; want aaa", first, err)
+	}
+	again, err := firstInstance(dir, "bbb")
+	if err != nil || again != "aaa" {
+		t.Fatalf("a later process over the same directory: %q, %v; want aaa", again, err)
+	}
+}
