@@ -85,7 +85,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code (with the licence header o
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/ and charts/stepwise.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=stepwise-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
-	@# The Helm chart installs the same CRDs and ClusterRole (config/chart_test.go).
+	@# The Helm chart installs the same CRDs and ClusterRole (test/config/chart_test.go).
 	rm -f charts/stepwise/crds/*.yaml && cp config/crd/bases/*.yaml charts/stepwise/crds/
 	cp config/rbac/role.yaml charts/stepwise/files/role.yaml
 
@@ -112,12 +112,20 @@ traefik: ## Build Traefik v3.6.12 (pinned in hack/traefik/go.mod) into bin/ alon
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
-# Packages whose tests need an API server (envtest) or a kwok cluster.
-INTEGRATION_PKGS := ./test/integration/... ./cmd/kubectl-stepwise/internal/apitest/... ./config/... ./examples/... \
-                    ./test/judgeprom $(wildcard ./test/traffic) $(wildcard ./test/promrunner)
-NODE_PKGS        := ./test/realnode
-E2E_PKGS         := ./test/e2e/... $(wildcard ./test/demo)
-UNIT_PKGS         = $(shell go list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|promrunner|judgeprom|goinstall|release|docs|gitops)|/test/realnode$$|/internal/apitest|/config$$|/examples$$')
+# The tests, benchmarks and beds live in their own module, test/ (as
+# Cluster API's do), so that go.mod lists only what the shipped binaries and
+# the release tooling link. TEST_GO runs the go command in it; its package
+# paths below are relative to test/.
+TEST_GO := go -C test
+
+# Packages whose tests need an API server (envtest) or a kwok cluster: of
+# the main module, then of the test module.
+INTEGRATION_PKGS      := ./cmd/kubectl-stepwise/internal/apitest/... ./internal/testsupport/promrunner
+TEST_INTEGRATION_PKGS := ./integration/... ./config ./examples ./judgeprom ./traffic
+NODE_PKGS        := ./realnode
+E2E_PKGS         := ./e2e/... ./demo
+UNIT_PKGS         = $(shell go list ./... | grep -vE '/internal/apitest|/internal/testsupport/promrunner$$')
+TEST_UNIT_PKGS    = $(shell $(TEST_GO) list ./... | grep -vE '/test/(integration|e2e|bench|demo|traffic|judgeprom|goinstall|release|docs|gitops|config|examples)|/test/realnode$$')
 
 .PHONY: test
 # gitops-assets comes first: the examples' dry run (test-integration) checks
@@ -127,18 +135,20 @@ test: test-assets gitops-assets vet verify-generated test-unit test-install test
 .PHONY: vet
 vet:
 	go vet ./...
+	$(TEST_GO) vet ./...
 
 .PHONY: test-unit
 test-unit: ## Pure functions only: no API server, seconds (Prometheus-backed analysis tests included).
 	go test -count=1 $(UNIT_PKGS)
+	$(TEST_GO) test -count=1 $(TEST_UNIT_PKGS)
 
 .PHONY: test-install
 test-install: ## go install of the plugin from a module proxy built from this checkout (network for uncached dependencies; about 3 minutes cold, 30 s warm).
-	go test -count=1 -v ./test/goinstall -timeout 15m
+	$(TEST_GO) test -count=1 -v ./goinstall -timeout 15m
 
 .PHONY: test-release
 test-release: release ## make release, then test/release checks DIST (digests, checksums, krew, SBOMs, archive times) and builds it again to compare every file's SHA-256.
-	STEPWISE_DIST="$(DIST)" go test -count=1 ./test/release -timeout 40m -v 2>&1 | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_DIST="$(abspath $(DIST))" $(TEST_GO) test -count=1 ./release -timeout 40m -v 2>&1 | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: test-integration
 test-integration: test-assets ## Controllers against a real kube-apiserver + etcd (envtest).
@@ -147,10 +157,11 @@ test-integration: test-assets ## Controllers against a real kube-apiserver + etc
 	@# controller reads its Pods without copies (ownedPods), so a write into
 	@# one of them would otherwise go unseen.
 	KUBE_CACHE_MUTATION_DETECTOR=true go test -count=1 -p 1 $(INTEGRATION_PKGS) -timeout 20m
+	KUBE_CACHE_MUTATION_DETECTOR=true $(TEST_GO) test -count=1 -p 1 $(TEST_INTEGRATION_PKGS) -timeout 20m
 
 .PHONY: test-docs
 test-docs: test-assets build ## Every shell block of README.md, docs/ and examples/*/README.md run in order against a kwok cluster per file (or marked not runnable, with the reason).
-	go test -count=1 ./test/docs -timeout 30m -v
+	$(TEST_GO) test -count=1 ./docs -timeout 30m -v
 
 # Where test-e2e writes its full log: a new temporary directory per run
 # unless LOG_DIR names one (.ci/run does, for all of its run's logs).
@@ -160,7 +171,7 @@ LOG_DIR ?=
 test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC, EndpointSlices); prints where the full log is.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-e2e.XXXXXX)"; log="$$dir/e2e.log"; \
 	echo "full e2e log: $$log"; trap 'echo "full e2e log: $$log"' EXIT; \
-	go test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
+	$(TEST_GO) test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
 
 .PHONY: gitops-assets
 gitops-assets: ## Build real Flux (source-, kustomize-controller) and Argo CD from the module proxy into bin/, with their CRDs (skips what exists; about 15 minutes cold).
@@ -170,27 +181,27 @@ gitops-assets: ## Build real Flux (source-, kustomize-controller) and Argo CD fr
 test-gitops: test-assets gitops-assets ## Real Flux and real Argo CD apply Stepwise's examples from a git server on 127.0.0.1 to a kwok cluster (git and redis-server from Debian); prints where the full log is.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-gitops.XXXXXX)"; log="$$dir/gitops.log"; \
 	echo "full gitops log: $$log"; trap 'echo "full gitops log: $$log"' EXIT; \
-	STEPWISE_GITOPS_LOG_DIR="$$dir/gitops-tools" go test -count=1 -p 1 ./test/gitops -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_GITOPS_LOG_DIR="$$dir/gitops-tools" $(TEST_GO) test -count=1 -p 1 ./gitops -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: test-node
 test-node: test-assets node-assets kruise-manager release ## Stepwise installed from the release in DIST (its image tarball, install.yaml, the chart) on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
 	@# test/realnode reads DIST (make release above) through STEPWISE_DIST.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-node.XXXXXX)"; log="$$dir/node.log"; \
 	echo "full real-node log: $$log"; trap 'echo "full real-node log: $$log"' EXIT; \
-	STEPWISE_DIST="$(DIST)" go test -count=1 -p 1 $(NODE_PKGS) -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_DIST="$(abspath $(DIST))" $(TEST_GO) test -count=1 -p 1 $(NODE_PKGS) -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
 
 .PHONY: bench-node
 bench-node: test-assets node-assets kruise-manager release ## The same image change of $(NODE_PODS) two-container Pods by Stepwise, a Deployment, a StatefulSet and OpenKruise on the real node (root); docs/bench-node.md and .svg.
-	STEPWISE_DIST="$(DIST)" go test -count=1 -p 1 ./test/realnode -run 'TestRealNode/^(InstallFromRelease|SideBySide)$$' -timeout 60m -v \
+	STEPWISE_DIST="$(abspath $(DIST))" $(TEST_GO) test -count=1 -p 1 ./realnode -run 'TestRealNode/^(InstallFromRelease|SideBySide)$$' -timeout 60m -v \
 		-args -sidebyside-pods=$(NODE_PODS) -sidebyside-report=$(CURDIR)/docs/bench-node.md -sidebyside-svg=$(CURDIR)/docs/bench-node.svg
 
 .PHONY: demo
 demo: test-assets ## The story on 127.0.0.1 (kwok, Prometheus, traffic): v2 promoted step by step, v3-bad aborted and rolled back in place.
-	go run ./test/demo
+	$(TEST_GO) run ./demo
 
 .PHONY: bench
 bench: test-assets ## In-place update of $(PODS) Pods on one kwok cluster; prints wall time, writes/Pod, RSS.
-	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkInPlaceUpdate -benchtime 1x -timeout 30m -args -pods=$(PODS)
+	$(TEST_GO) test -count=1 ./bench/ -run TestNone -bench BenchmarkInPlaceUpdate -benchtime 1x -timeout 30m -args -pods=$(PODS)
 
 # bench-scale's sizes: SCALE_CLONESETS CloneSets of SCALE_PODS Pods updated
 # at once, while SCALE_ROLLOUTS Rollouts, each over a CloneSet of
@@ -210,7 +221,7 @@ SCALE_MANAGER_ENV  ?=
 
 .PHONY: bench-scale
 bench-scale: test-assets ## 10 CloneSets x 1000 Pods updated at once while 200 Rollouts step with analysis; wall time, writes/Pod, RSS, step reaction, queries/s, reconciles/s, queue depth.
-	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 120m \
+	$(TEST_GO) test -count=1 ./bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 120m \
 		-args -scale-clonesets=$(SCALE_CLONESETS) -scale-pods=$(SCALE_PODS) -scale-rollouts=$(SCALE_ROLLOUTS) \
 		-scale-rollout-pods=$(SCALE_ROLLOUT_PODS) -scale-analysis-count=$(SCALE_ANALYSIS) -scale-manager-args="$(SCALE_MANAGER_ARGS)" -scale-manager-env="$(SCALE_MANAGER_ENV)"
 
@@ -226,7 +237,7 @@ kruise-manager: ## Build OpenKruise v1.9.0's manager into bin/ (for bench-compar
 
 .PHONY: bench-compare
 bench-compare: test-assets kruise-manager ## The same image change of $(PODS) Pods by Stepwise, a Deployment and OpenKruise on one kwok cluster; table, docs/bench-compare.svg.
-	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 120m \
+	$(TEST_GO) test -count=1 ./bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 120m \
 		-args -pods=$(PODS) -compare=$(COMPARE) -svg=$(CURDIR)/docs/bench-compare.svg -report=$(CURDIR)/docs/bench-compare.md
 
 # bench-smoke's controllers. All three run in CI so that no part of the
@@ -236,17 +247,19 @@ SMOKE_COMPARE ?= stepwise,deployment,kruise
 
 .PHONY: bench-smoke
 bench-smoke: test-assets $(if $(findstring kruise,$(SMOKE_COMPARE)),kruise-manager) ## bench-compare at 20 Pods and bench-scale at 28 (CI: keeps the benchmarks from rotting; about a minute and a half of test time).
-	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 15m \
+	$(TEST_GO) test -count=1 ./bench/ -run TestNone -bench BenchmarkCompare -benchtime 1x -timeout 15m \
 		-args -pods=20 -compare=$(SMOKE_COMPARE)
 	@# bench-scale at 28 Pods and 2 Rollouts (one Prometheus query each): about 30 s.
-	go test -count=1 ./test/bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 10m \
+	$(TEST_GO) test -count=1 ./bench/ -run TestNone -bench BenchmarkScale -benchtime 1x -timeout 10m \
 		-args -scale-clonesets=1 -scale-pods=20 -scale-rollouts=2 -scale-analysis-count=1 -scale-timeout=5m
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
+	$(TEST_GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
+	cd test && $(GOLANGCI_LINT) run ./...
 
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

@@ -46,7 +46,7 @@ const (
 
 // Options say what to build.
 type Options struct {
-	// Dir is the repository root; Package the main package to build in it.
+	// Dir is the module root to build in; Package the main package in it.
 	Dir, Package string
 	// Platforms to build for; the build machine's linux/GOARCH when empty.
 	Platforms []v1.Platform

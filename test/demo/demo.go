@@ -21,9 +21,9 @@ import (
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/internal/cli"
 	"github.com/stepwise-dev/stepwise/internal/manager"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
-	"github.com/stepwise-dev/stepwise/test/promrunner"
 	"github.com/stepwise-dev/stepwise/test/shippedrbac"
 	"github.com/stepwise-dev/stepwise/test/traffic"
 )

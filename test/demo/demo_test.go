@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/test/promrunner"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 )
 
 // TestDemo runs the demo's story in-process, as `make demo` does, and checks

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stepwise-dev/stepwise/test/promrunner"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 )
 
 // findPrometheus returns the Prometheus binary, installing Debian's package

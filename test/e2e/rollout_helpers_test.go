@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 	"github.com/stepwise-dev/stepwise/test/harness"
-	"github.com/stepwise-dev/stepwise/test/promrunner"
 	"github.com/stepwise-dev/stepwise/test/traffic"
 )
 

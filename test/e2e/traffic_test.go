@@ -21,8 +21,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/test/envtestenv"
-	"github.com/stepwise-dev/stepwise/test/gitmanifests"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/gitmanifests"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
@@ -42,7 +41,7 @@ const gitOpsManager = "kustomize-controller"
 func TestTrafficRouting(t *testing.T) {
 	t.Parallel()
 	b := newBedWithoutManager(t, 1)
-	if err := envtestenv.InstallGatewayAPI(t.Context(), b.cluster); err != nil {
+	if err := kwokcluster.InstallGatewayAPI(t.Context(), b.cluster); err != nil {
 		t.Fatal(err)
 	}
 	b.startManager(t)

@@ -21,10 +21,9 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/internal/manager"
-	"github.com/stepwise-dev/stepwise/test/envtestenv"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
-	"github.com/stepwise-dev/stepwise/test/promrunner"
 	"github.com/stepwise-dev/stepwise/test/shippedrbac"
 	"github.com/stepwise-dev/stepwise/test/traffic"
 )
@@ -83,7 +82,7 @@ func newBed(t *testing.T, assets ...string) *bed {
 	}
 	// Before the manager starts, which watches routes only if their CRD
 	// exists then (story 6).
-	if err := envtestenv.InstallGatewayAPI(t.Context(), cluster); err != nil {
+	if err := kwokcluster.InstallGatewayAPI(t.Context(), cluster); err != nil {
 		t.Fatal(err)
 	}
 	c, err := harness.NewClient(cluster.RESTConfig)

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"golang.org/x/mod/module"
 	modzip "golang.org/x/mod/zip"
 )
@@ -151,12 +152,13 @@ func goEnv(t *testing.T, key string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// repoRoot is the directory of the main module's go.mod.
+// repoRoot is the directory of the main module's go.mod (this test lives
+// in the test module, below it).
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	gomod := goEnv(t, "GOMOD")
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatal("not inside the stepwise module")
+	root, err := envtestenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return filepath.Dir(gomod)
+	return root
 }

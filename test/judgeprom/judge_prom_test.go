@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
 	"github.com/stepwise-dev/stepwise/pkg/analysis/judge"
 	"github.com/stepwise-dev/stepwise/pkg/analysis/prometheus"
-	"github.com/stepwise-dev/stepwise/test/promrunner"
 	"github.com/stepwise-dev/stepwise/test/traffic"
 )
 

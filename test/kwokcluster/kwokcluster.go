@@ -8,7 +8,6 @@ package kwokcluster
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -329,23 +330,33 @@ func resolve(opts Options) (Options, string, error) {
 	return opts, binDir, nil
 }
 
-// RepoRoot is the nearest directory holding go.mod, from the working
-// directory up: go test runs in the package directory.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
+// RepoRoot is the directory of the main module's go.mod (not test/'s),
+// from the working directory up: go test runs in the package directory.
+func RepoRoot() (string, error) { return envtestenv.RepoRoot() }
+
+// InstallGatewayAPI installs envtestenv.GatewayAPICRDs into a kwok cluster. The
+// module's folder also holds a ValidatingAdmissionPolicy and experimental
+// kinds: only the CRDs the code uses are copied to a folder of their own.
+func InstallGatewayAPI(ctx context.Context, c *Cluster) error {
+	files, err := envtestenv.GatewayAPICRDs()
 	if err != nil {
-		return "", fmt.Errorf("finding repository root: %w", err)
+		return err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("finding repository root: no go.mod above the working directory; set STEPWISE_BIN and the Options paths")
-		}
-		dir = parent
+	dir, err := os.MkdirTemp("", "stepwise-gateway-api-")
+	if err != nil {
+		return err
 	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return c.InstallCRDs(ctx, dir)
 }
 
 // kwokctlConfigTemplate is our KwokctlConfiguration. It binds every

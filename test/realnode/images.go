@@ -30,12 +30,12 @@ const (
 var DemoTags = []string{"v1", "v2", "v3-bad"}
 
 // BuildImages builds the pause and demo-app images from the repository at
-// root and writes them, tagged, into one tarball at path for `ctr images
+// root (in its test module) and writes them, tagged, into one tarball at path for `ctr images
 // import`.
 func BuildImages(ctx context.Context, root, path string) error {
 	build := func(pkg, entrypoint string, env ...string) (v1.Image, error) {
 		imgs, err := image.Build(ctx, image.Options{
-			Dir: root, Package: pkg, Entrypoint: entrypoint, Env: env,
+			Dir: filepath.Join(root, "test"), Package: pkg, Entrypoint: entrypoint, Env: env,
 			Created: time.Unix(0, 0),
 		})
 		if err != nil {
@@ -55,12 +55,12 @@ func BuildImages(ctx context.Context, root, path string) error {
 		refs[tag] = img
 		return nil
 	}
-	img, err := build("./test/realnode/pause", "/pause")
+	img, err := build("./realnode/pause", "/pause")
 	if err := add(SandboxImage, img, err); err != nil {
 		return err
 	}
 	for _, tag := range DemoTags {
-		img, err := build("./test/realnode/demoapp", "/demoapp", "DEMO_VERSION="+tag)
+		img, err := build("./realnode/demoapp", "/demoapp", "DEMO_VERSION="+tag)
 		if err := add(DemoImage+":"+tag, img, err); err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func BuildTopLayerImages(ctx context.Context, root, path string, tags []string) 
 	refs := map[name.Reference]v1.Image{}
 	for _, t := range tags {
 		imgs, err := image.Build(ctx, image.Options{
-			Dir: root, Package: "./test/realnode/demoapp", Entrypoint: "/demoapp", Env: []string{"DEMO_VERSION=" + t},
+			Dir: filepath.Join(root, "test"), Package: "./realnode/demoapp", Entrypoint: "/demoapp", Env: []string{"DEMO_VERSION=" + t},
 			Created: time.Unix(0, 0),
 		})
 		if err != nil {

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/test/promrunner"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 )
 
 // errorRateQuery is the share of the canary Pods' requests answered with a

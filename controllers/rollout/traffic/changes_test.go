@@ -16,7 +16,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/test/gitmanifests"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/gitmanifests"
 )
 
 // The scenes below are one Rollout, shop/web, over Services shop/web and

@@ -9,7 +9,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
-	"github.com/stepwise-dev/stepwise/test/gitmanifests"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/gitmanifests"
 )
 
 func backend(name string, port int32) gatewayv1.HTTPBackendRef {

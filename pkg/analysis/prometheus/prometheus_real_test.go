@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepwise-dev/stepwise/internal/testsupport/promtest"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
-	"github.com/stepwise-dev/stepwise/test/promtest"
 )
 
 // errorRateQuery is the query of the Rollout contract's example.

@@ -17,7 +17,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
-	"github.com/stepwise-dev/stepwise/test/gitmanifests"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/gitmanifests"
 )
 
 // gitManager plays a GitOps tool applying the team's manifests.

@@ -24,7 +24,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/cmd/kubectl-stepwise/internal/commands"
-	"github.com/stepwise-dev/stepwise/test/envtestenv"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 )
 
 // suite is what TestMain sets up once for every test of the package: one

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/stepwise-dev/stepwise/test/promrunner"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 )
 
 const (

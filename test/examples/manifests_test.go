@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stepwise-dev/stepwise/test/envtestenv"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 )
 
 // gitopsCRDDir is where make gitops-assets writes the Flux and Argo CD CRDs,

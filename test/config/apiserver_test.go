@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/stepwise-dev/stepwise/test/envtestenv"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 )
 
 // warnings keeps the API server's warnings (deprecated fields, Pod

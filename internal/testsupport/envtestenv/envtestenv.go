@@ -3,7 +3,6 @@
 package envtestenv
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,8 +10,6 @@ import (
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
 // New returns an Environment ready to Start. Binaries come from
@@ -26,7 +23,7 @@ func New(extraCRDDirs ...string) (*envtest.Environment, error) {
 // NewWithCRDs is New with exactly crdDirs installed (none: a bare API
 // server, for tests that install Stepwise's CRDs themselves).
 func NewWithCRDs(crdDirs ...string) (*envtest.Environment, error) {
-	root, err := kwokcluster.RepoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -64,36 +61,11 @@ func GatewayAPICRDs() ([]string, error) {
 	return files, nil
 }
 
-// InstallGatewayAPI installs GatewayAPICRDs into a kwok cluster. The
-// module's folder also holds a ValidatingAdmissionPolicy and experimental
-// kinds: only the CRDs the code uses are copied to a folder of their own.
-func InstallGatewayAPI(ctx context.Context, c *kwokcluster.Cluster) error {
-	files, err := GatewayAPICRDs()
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "stepwise-gateway-api-")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
-			return err
-		}
-	}
-	return c.InstallCRDs(ctx, dir)
-}
-
 // GatewayAPIStandardCRDDir is the folder of every Gateway API standard
 // channel CRD (and a ValidatingAdmissionPolicy) in the sigs.k8s.io/gateway-api
 // module that go.mod requires, in the module cache.
 func GatewayAPIStandardCRDDir() (string, error) {
-	root, err := kwokcluster.RepoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -104,4 +76,37 @@ func GatewayAPIStandardCRDDir() (string, error) {
 		return "", fmt.Errorf("locating sigs.k8s.io/gateway-api in the module cache: %w", err)
 	}
 	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "standard"), nil
+}
+
+// ModulePath is the main module's path: RepoRoot looks for the go.mod that
+// declares it, past nested modules such as test/ and hack/*.
+const ModulePath = "github.com/stepwise-dev/stepwise"
+
+// RepoRoot is the directory of the main module's go.mod, from the working
+// directory up.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding repository root: %w", err)
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declaresModule(data, ModulePath) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("finding repository root: no go.mod of %s above the working directory", ModulePath)
+		}
+		dir = parent
+	}
+}
+
+// declaresModule reports whether a go.mod's module line names path.
+func declaresModule(gomod []byte, path string) bool {
+	for line := range strings.Lines(string(gomod)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`) == path
+		}
+	}
+	return false
 }

@@ -36,8 +36,8 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/pkg/analysis"
-	"github.com/stepwise-dev/stepwise/test/envtestenv"
 )
 
 // typedDirs hold only objects this module has Go types for.
