@@ -35,7 +35,12 @@ build: generate ## Build the manager and the kubectl plugin into bin/.
 	go build -o $(BIN)/manager ./cmd/manager
 	go build -o $(BIN)/kubectl-stepwise ./cmd/kubectl-stepwise
 
-# The manager image (internal/image, no Docker): make image, then load
+# The release tooling (hack/release: the image, the release) is a module of
+# its own, so that go.mod lists only what the shipped binaries link: it is
+# built into bin/ and run from the repository root, which it builds from.
+RELEASE_TOOL = go -C hack/release build -o $(BIN)/$(1) ./cmd/$(2) && $(BIN)/$(1)
+
+# The manager image (hack/release/image, no Docker): make image, then load
 # dist/stepwise.tar into your nodes or make image-push IMAGE=REGISTRY/REPO:TAG.
 IMAGE     ?= ghcr.io/stepwise-dev/stepwise:dev
 PLATFORMS ?= linux/amd64,linux/arm64
@@ -51,14 +56,14 @@ check-ca-certs = @test -f "$(CA_CERTS)" || { echo "CA_CERTS=$(CA_CERTS): no such
 .PHONY: image
 image: ## Build the manager image for this machine's platform: dist/image (OCI layout) and dist/stepwise.tar (tagged IMAGE). CA_CERTS: the CA bundle it ships.
 	$(check-ca-certs)
-	go run ./hack/image $(IMAGE_ARGS) --oci-layout dist/image --tarball dist/stepwise.tar --tag $(IMAGE)
+	$(call RELEASE_TOOL,stepwise-image,image) $(IMAGE_ARGS) --oci-layout dist/image --tarball dist/stepwise.tar --tag $(IMAGE)
 
 .PHONY: image-push
 image-push: ## Build the manager image for PLATFORMS and push it to IMAGE (credentials of ~/.docker/config.json).
 	$(check-ca-certs)
-	go run ./hack/image $(IMAGE_ARGS) --platforms $(PLATFORMS) --push $(IMAGE)
+	$(call RELEASE_TOOL,stepwise-image,image) $(IMAGE_ARGS) --platforms $(PLATFORMS) --push $(IMAGE)
 
-# A release (internal/release): make release [VERSION=v0.2.0]. The version
+# A release (hack/release): make release [VERSION=v0.2.0]. The version
 # must be what the tree installs (charts/stepwise's appVersion, config/manager's
 # tag), which is also the default; every time written is the commit's
 # (SOURCE_DATE_EPOCH), so the same commit gives the same bytes.
@@ -71,11 +76,11 @@ RELEASE_ARGS = --out "$(DIST)" --repository "$(IMAGE_REPO)" --ca-certs "$(CA_CER
 release: ## Build a release into DIST (replaced): the image index for linux/amd64+arm64 (OCI layout and tarball), install.yaml and the chart pinned to its digest, the plugin archives, krew manifest, SBOMs, checksums.txt.
 	$(check-ca-certs)
 	rm -rf "$(DIST)"
-	go run ./hack/release $(RELEASE_ARGS)
+	$(call RELEASE_TOOL,stepwise-release,release) $(RELEASE_ARGS)
 
 .PHONY: release-push
 release-push: ## Push the image index of DIST (make release) to the REPO:VERSION it names, its digest unchanged (credentials of ~/.docker/config.json).
-	go run ./hack/release --out "$(DIST)" --push
+	$(call RELEASE_TOOL,stepwise-release,release) --out "$(DIST)" --push
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code (with the licence header of hack/boilerplate.go.txt).
@@ -136,11 +141,13 @@ test: test-assets gitops-assets vet verify-generated test-unit test-install test
 vet:
 	go vet ./...
 	$(TEST_GO) vet ./...
+	go -C hack/release vet ./...
 
 .PHONY: test-unit
 test-unit: ## Pure functions only: no API server, seconds (Prometheus-backed analysis tests included).
 	go test -count=1 $(UNIT_PKGS)
 	$(TEST_GO) test -count=1 $(TEST_UNIT_PKGS)
+	go -C hack/release test -count=1 ./...
 
 .PHONY: test-install
 test-install: ## go install of the plugin from a module proxy built from this checkout (network for uncached dependencies; about 3 minutes cold, 30 s warm).
@@ -258,8 +265,10 @@ lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
 	$(TEST_GO) vet ./...
+	go -C hack/release vet ./...
 	$(GOLANGCI_LINT) run ./...
 	cd test && $(GOLANGCI_LINT) run ./...
+	cd hack/release && $(GOLANGCI_LINT) run ./...
 
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

@@ -18,6 +18,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.1
 	github.com/stepwise-dev/stepwise v0.0.0-00010101000000-000000000000
+	github.com/stepwise-dev/stepwise/hack/release v0.0.0-00010101000000-000000000000
 	github.com/yuin/gopher-lua v1.1.2
 	go.uber.org/zap v1.28.0
 	golang.org/x/mod v0.42.0
@@ -197,4 +198,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-replace github.com/stepwise-dev/stepwise => ../
+replace (
+	github.com/stepwise-dev/stepwise => ../
+	github.com/stepwise-dev/stepwise/hack/release => ../hack/release
+)

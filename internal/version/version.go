@@ -1,5 +1,5 @@
 // Package version says which release a binary is. The release build
-// (internal/release) sets Version with the linker:
+// (hack/release) sets Version with the linker:
 //
 //	-ldflags "-X github.com/stepwise-dev/stepwise/internal/version.Version=v0.2.0"
 //

@@ -134,7 +134,7 @@ func withoutHelmLabels(t *testing.T, u *unstructured.Unstructured) *unstructured
 
 // withoutVersionLabel drops the release label config/manager sets on the
 // Deployment: the chart sets it on every object, and withoutHelmLabels
-// drops it there (internal/release checks that both name one release).
+// drops it there (hack/release checks that both name one release).
 func withoutVersionLabel(u *unstructured.Unstructured) *unstructured.Unstructured {
 	labels := u.GetLabels()
 	if _, ok := labels["app.kubernetes.io/version"]; !ok {

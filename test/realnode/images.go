@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/stepwise-dev/stepwise/internal/image"
+	"github.com/stepwise-dev/stepwise/hack/release/image"
 )
 
 // Images the bed builds, on the manager image's base (nonroot, CA bundle,
@@ -123,7 +123,7 @@ func fileLayer(path string, content []byte) (v1.Layer, error) {
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
 }
 
-// Release is a release as `make release` writes it (internal/release):
+// Release is a release as `make release` writes it (hack/release):
 // what the bed installs, so that what users install is what is tested.
 type Release struct {
 	Dir string

@@ -14,7 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stepwise-dev/stepwise/internal/release"
+	"github.com/stepwise-dev/stepwise/hack/release"
 )
 
 // checkPlugin: checksums.txt lists every file with its SHA-256; the krew

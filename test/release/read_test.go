@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/stepwise-dev/stepwise/internal/release"
+	"github.com/stepwise-dev/stepwise/hack/release"
 )
 
 // rel is a release directory, read.

@@ -2,7 +2,7 @@
 // release` wrote (STEPWISE_DIST; `make test-release` sets it), or, without
 // it, one this test builds with hack/release. It reads every file with the
 // libraries a user's tools use (go-containerregistry, Helm, kustomize,
-// CycloneDX), independently of internal/release's code, then builds the
+// CycloneDX), independently of hack/release's code, then builds the
 // release a second time and compares every file's SHA-256.
 package release
 
@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/stepwise-dev/stepwise/internal/release"
+	"github.com/stepwise-dev/stepwise/hack/release"
 )
 
 const root = "../.."
@@ -93,12 +93,18 @@ func TestRelease(t *testing.T) {
 	})
 }
 
-// buildRelease runs hack/release, as make release does, into out.
+// buildRelease runs hack/release, as make release does (built in its own
+// module, run from the repository root), into out.
 func buildRelease(t *testing.T, out string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./hack/release", "--out", out}, args...)...)
+	tool := filepath.Join(t.TempDir(), "stepwise-release")
+	build := exec.CommandContext(ctx, "go", "-C", filepath.Join(root, "hack", "release"), "build", "-o", tool, "./cmd/release")
+	if output, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building hack/release: %v\n%s", err, output)
+	}
+	cmd := exec.CommandContext(ctx, tool, append([]string{"--out", out}, args...)...)
 	cmd.Dir = root
 	output, err := cmd.CombinedOutput()
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/stepwise-dev/stepwise/internal/image"
+	"github.com/stepwise-dev/stepwise/hack/release/image"
 )
 
 // SBOMs are CycloneDX 1.6 JSON. Each binary's components are read from the
@@ -89,7 +89,7 @@ func (b *bom) encode(root cdx.Component, created time.Time) ([]byte, error) {
 		Timestamp: created.UTC().Format(time.RFC3339),
 		Component: &root,
 		Tools: &cdx.ToolsChoice{Components: &[]cdx.Component{{
-			Type: cdx.ComponentTypeApplication, Name: "stepwise internal/release", Version: root.Version,
+			Type: cdx.ComponentTypeApplication, Name: "stepwise hack/release", Version: root.Version,
 		}}},
 	}
 	refs := make([]string, 0, len(b.components))

@@ -1,4 +1,4 @@
-// Command image builds the manager's container image (internal/image) and
+// Command image builds the manager's container image (hack/release/image) and
 // writes it as an OCI layout, a tarball to load into a node, and/or pushes
 // it to a registry. `make image` runs it; see docs/getting-started.md.
 package main
@@ -15,7 +15,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/stepwise-dev/stepwise/internal/image"
+	"github.com/stepwise-dev/stepwise/hack/release/image"
 )
 
 func main() {

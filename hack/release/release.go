@@ -33,7 +33,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/stepwise-dev/stepwise/internal/image"
+	"github.com/stepwise-dev/stepwise/hack/release/image"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/stepwise-dev/stepwise/internal/image"
+	"github.com/stepwise-dev/stepwise/hack/release/image"
 )
 
 // Plugin is the kubectl plugin's binary name.

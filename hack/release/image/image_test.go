@@ -28,7 +28,7 @@ func TestManagerImage(t *testing.T) {
 	if err := os.WriteFile(certs, []byte("-----BEGIN CERTIFICATE-----\ntest\n-----END CERTIFICATE-----\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Dir: filepath.Join("..", ".."), Package: "./cmd/manager", CACerts: certs,
+	opts := Options{Dir: filepath.Join("..", "..", ".."), Package: "./cmd/manager", CACerts: certs,
 		Created: time.Unix(1700000000, 0), Labels: map[string]string{"org.opencontainers.image.version": "v0.0.0-test"}}
 	first, err := Build(t.Context(), opts)
 	if err != nil {
@@ -210,7 +210,7 @@ func filesOf(t *testing.T, img v1.Image) map[string]entry {
 // and Debian's package.
 func TestMissingCABundleSaysWhereItComesFrom(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "ca-certificates.crt")
-	_, err := Build(t.Context(), Options{Dir: filepath.Join("..", ".."), Package: "./cmd/manager", CACerts: missing})
+	_, err := Build(t.Context(), Options{Dir: filepath.Join("..", "..", ".."), Package: "./cmd/manager", CACerts: missing})
 	if err == nil {
 		t.Fatal("built an image without its CA bundle")
 	}

@@ -1,5 +1,5 @@
 // Command release builds a Stepwise release into a new directory
-// (internal/release says what is in it), or pushes the image index of one
+// (hack/release says what is in it), or pushes the image index of one
 // built before. `make release` and `make release-push` run it; the release
 // workflow (.github/workflows/release.yaml) runs those on a tag.
 package main
@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stepwise-dev/stepwise/internal/image"
-	"github.com/stepwise-dev/stepwise/internal/release"
+	"github.com/stepwise-dev/stepwise/hack/release"
+	"github.com/stepwise-dev/stepwise/hack/release/image"
 )
 
 func main() {

@@ -75,7 +75,7 @@ func TestReleaseWorkflowReleasesWhatWasTested(t *testing.T) {
 	}
 
 	makefile := read("Makefile")
-	push := regexp.MustCompile(`(?m)^release-push:.*\n\tgo run \./hack/release (.*)$`).FindStringSubmatch(makefile)
+	push := regexp.MustCompile(`(?m)^release-push:.*\n\t\$\(call RELEASE_TOOL,stepwise-release,release\) (.*)$`).FindStringSubmatch(makefile)
 	if push == nil || !strings.Contains(push[1], "--push") {
 		t.Errorf("the Makefile's release-push does not run hack/release --push: %v", push)
 	}
@@ -85,6 +85,6 @@ func TestReleaseWorkflowReleasesWhatWasTested(t *testing.T) {
 		t.Fatal(err)
 	}
 	if repo == nil || repo[1] != name || name != Repository {
-		t.Errorf("make release pushes to %v, config/manager installs %s, internal/release names %s: want one repository", repo, name, Repository)
+		t.Errorf("make release pushes to %v, config/manager installs %s, hack/release names %s: want one repository", repo, name, Repository)
 	}
 }
