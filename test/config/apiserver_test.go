@@ -49,15 +49,7 @@ func TestDefaultAppliesToAnAPIServer(t *testing.T) {
 // whose warnings w keeps.
 func startAPIServer(t *testing.T) (*rest.Config, client.Client, *warnings) {
 	t.Helper()
-	env, err := envtestenv.NewWithCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (run 'make test-assets' first): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := envtestenv.StartBareForTest(t)
 	w := &warnings{}
 	cfg.WarningHandler = w
 	c, err := client.New(cfg, client.Options{})

@@ -271,15 +271,7 @@ func TestExamplesPassTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := envtestenv.New(gateway...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (run 'make test-assets' first): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := envtestenv.StartForTest(t, gateway...)
 	c, err := client.New(cfg, client.Options{Scheme: newScheme(t)})
 	if err != nil {
 		t.Fatal(err)

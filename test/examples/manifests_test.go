@@ -152,15 +152,7 @@ func TestEveryManifestPassesTheAPIServer(t *testing.T) {
 	} else {
 		crdDirs = append(crdDirs, gitopsCRDDir)
 	}
-	env, err := envtestenv.New(crdDirs...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (run 'make test-assets' first): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := envtestenv.StartForTest(t, crdDirs...)
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		t.Fatal(err)

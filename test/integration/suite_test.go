@@ -41,17 +41,12 @@ func TestMain(m *testing.M) {
 
 func runSuite(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
-	testEnv, err := envtestenv.New()
+	_, cfg, stop, err := envtestenv.StartSuite()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg, err := testEnv.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest (run 'make test-assets' first): %v\n", err)
-		return 1
-	}
-	defer func() { _ = testEnv.Stop() }()
+	defer stop()
 
 	env.cfg = cfg
 	if env.client, err = harness.NewClient(cfg); err != nil {

@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -109,4 +111,67 @@ func declaresModule(gomod []byte, path string) bool {
 		}
 	}
 	return false
+}
+
+// Start starts env, saying what to build when the binaries are missing, and
+// returns its config and the function that stops it.
+func Start(env *envtest.Environment) (*rest.Config, func(), error) {
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting envtest (run 'make test-assets' first): %w", err)
+	}
+	return cfg, func() { _ = env.Stop() }, nil
+}
+
+// StartSuite is New(crdDirs...) started, for a package's TestMain.
+func StartSuite(crdDirs ...string) (*envtest.Environment, *rest.Config, func(), error) {
+	env, err := New(crdDirs...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, stop, err := Start(env)
+	return env, cfg, stop, err
+}
+
+// StartForTest is New(crdDirs...) started for one test and stopped when it
+// ends.
+func StartForTest(t testing.TB, crdDirs ...string) *rest.Config {
+	t.Helper()
+	env, err := New(crdDirs...)
+	return startForTest(t, env, err)
+}
+
+// StartBareForTest is an API server without CRDs for one test.
+func StartBareForTest(t testing.TB) *rest.Config {
+	t.Helper()
+	env, err := NewWithCRDs()
+	return startForTest(t, env, err)
+}
+
+func startForTest(t testing.TB, env *envtest.Environment, err error) *rest.Config {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, stop, err := Start(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return cfg
+}
+
+// RunIn runs m's tests from dir (relative to the repository root) and
+// returns their exit code, for a TestMain whose tests read dir's files by
+// relative paths but live in the test module.
+func RunIn(m *testing.M, dir string) int {
+	root, err := RepoRoot()
+	if err == nil {
+		err = os.Chdir(filepath.Join(root, dir))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
 }

@@ -37,22 +37,18 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	var cfg *rest.Config
+	var stop func()
 	var err error
-	if testEnv, err = envtestenv.New(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	if testEnv, cfg, stop, err = envtestenv.StartSuite(); err == nil {
+		admin, err = harness.NewClient(cfg)
 	}
-	cfg, err := testEnv.Start()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest (run 'make test-assets' first): %v\n", err)
-		os.Exit(1)
-	}
-	if admin, err = harness.NewClient(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	_ = testEnv.Stop()
+	stop()
 	os.Exit(code)
 }
 

@@ -63,17 +63,12 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	testEnv, err := envtestenv.New(append([]string{filepath.Join("test", "integration", "rollout", "testdata")}, gateway...)...)
+	_, cfg, stop, err := envtestenv.StartSuite(append([]string{filepath.Join("test", "integration", "rollout", "testdata")}, gateway...)...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg, err := testEnv.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest (run 'make test-assets' first): %v\n", err)
-		return 1
-	}
-	defer func() { _ = testEnv.Stop() }()
+	defer stop()
 
 	env.cfg = cfg
 	env.client, err = harness.NewClient(cfg)

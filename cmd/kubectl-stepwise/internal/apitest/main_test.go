@@ -46,17 +46,12 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	testEnv, err := envtestenv.New()
+	testEnv, cfg, stop, err := envtestenv.StartSuite()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg, err := testEnv.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest (run 'make test-assets' first): %v\n", err)
-		return 1
-	}
-	defer func() { _ = testEnv.Stop() }()
+	defer stop()
 
 	// The commands get a kubeconfig file, as people run them, so that the
 	// real --kubeconfig and -n handling is what the tests exercise.
