@@ -18,8 +18,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// TestManagerImage builds the manager image twice and checks what the
-// Dockerfile used to promise, and that the two builds are the same image.
+// TestManagerImage builds the manager image twice and checks what a
+// Dockerfile would promise (user, entrypoint, files), and that the two
+// builds are the same image.
 func TestManagerImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles the manager")
