@@ -4,7 +4,7 @@
 // aborted by the analysis and its canary Pods are rolled back in place.
 //
 //	make demo            # builds the test assets first
-//	go run ./test/demo   # once they exist
+//	go -C test run ./demo   # once they exist
 //
 // It exits 0 when the story went as expected, 1 when it did not, and 130
 // when interrupted. Every process it started is stopped on the way out.

@@ -1,6 +1,6 @@
 // Package promtest runs a real Prometheus for tests, scraping an in-process
 // exporter whose counters the test controls. Everything listens on
-// 127.0.0.1 only. Starting Prometheus is test/promrunner's job; this package
+// 127.0.0.1 only. Starting Prometheus is promrunner's job; this package
 // adds the testing.TB conventions (fail or skip, cleanup) and the exporter.
 //
 // The Prometheus binary is /usr/bin/prometheus (Debian package "prometheus")
