@@ -74,9 +74,24 @@ func under(pkg, prefix string) bool {
 	return pkg == prefix || strings.HasPrefix(pkg, prefix+"/")
 }
 
-// moduleImports reads the imports of every non-test Go file of the main
-// module below root, by package directory, keeping the module's own.
+// moduleImports is fileImports keeping the module's own, module-relative.
 func moduleImports(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	imports := map[string][]string{}
+	for rel, paths := range fileImports(t, root) {
+		imports[rel] = nil
+		for _, p := range paths {
+			if dep, ok := strings.CutPrefix(p, module+"/"); ok {
+				imports[rel] = append(imports[rel], dep)
+			}
+		}
+	}
+	return imports
+}
+
+// fileImports reads the imports of every non-test Go file of the main
+// module below root, by module-relative package directory.
+func fileImports(t *testing.T, root string) map[string][]string {
 	t.Helper()
 	imports := map[string][]string{}
 	fset := token.NewFileSet()
@@ -89,7 +104,8 @@ func moduleImports(t *testing.T, root string) map[string][]string {
 			if path != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "testdata" || name == "node_modules") {
 				return filepath.SkipDir
 			}
-			// A nested module (hack's pinned builds) is not this module.
+			// A nested module (test/, hack/release, hack's pinned builds)
+			// is not this module.
 			if path != root {
 				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
 					return filepath.SkipDir
@@ -109,14 +125,11 @@ func moduleImports(t *testing.T, root string) map[string][]string {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		for _, spec := range f.Imports {
-			p := strings.Trim(spec.Path.Value, `"`)
-			if dep, ok := strings.CutPrefix(p, module+"/"); ok {
-				imports[rel] = append(imports[rel], dep)
-			}
-		}
 		if _, ok := imports[rel]; !ok {
 			imports[rel] = nil
+		}
+		for _, spec := range f.Imports {
+			imports[rel] = append(imports[rel], strings.Trim(spec.Path.Value, `"`))
 		}
 		return nil
 	})
