@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
@@ -166,7 +167,7 @@ type managerProcess struct {
 // buildManager builds cmd/manager into a temporary binary called name (its
 // user agent names it in the API server's audit log).
 func buildManager(b *testing.B, name string) string {
-	root, err := kwokcluster.RepoRoot()
+	root, err := envtestenv.RepoRoot()
 	if err != nil {
 		b.Fatal(err)
 	}

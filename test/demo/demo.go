@@ -21,6 +21,7 @@ import (
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/internal/cli"
 	"github.com/stepwise-dev/stepwise/internal/manager"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
@@ -59,7 +60,7 @@ type options struct {
 
 func (o options) withDefaults() (options, error) {
 	if o.ExamplesDir == "" {
-		root, err := kwokcluster.RepoRoot()
+		root, err := envtestenv.RepoRoot()
 		if err != nil {
 			return o, err
 		}

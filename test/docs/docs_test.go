@@ -20,6 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stepwise-dev/stepwise/internal/manager"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
@@ -88,7 +89,7 @@ const serveTimeout = time.Minute
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := kwokcluster.RepoRoot()
+	root, err := envtestenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 	"github.com/stepwise-dev/stepwise/test/shippedrbac"
 )
@@ -259,7 +260,7 @@ func (p *page) wait(what, expr string, timeout time.Duration) {
 // repoPath is a path in the repository.
 func repoPath(t *testing.T, parts ...string) string {
 	t.Helper()
-	root, err := kwokcluster.RepoRoot()
+	root, err := envtestenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

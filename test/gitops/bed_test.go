@@ -21,6 +21,7 @@ import (
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/internal/manager"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/internal/testsupport/promrunner"
 	"github.com/stepwise-dev/stepwise/test/harness"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
@@ -56,7 +57,7 @@ func newBed(t *testing.T, assets ...string) *bed {
 	if _, err := promrunner.Available(promrunner.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	root, err := kwokcluster.RepoRoot()
+	root, err := envtestenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

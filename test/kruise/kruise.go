@@ -20,6 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
@@ -37,7 +38,7 @@ var (
 // ModuleDir is where the Go module cache holds OpenKruise, as hack/kruise
 // pins it.
 func ModuleDir() (string, error) {
-	root, err := kwokcluster.RepoRoot()
+	root, err := envtestenv.RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -54,7 +55,7 @@ func ModuleDir() (string, error) {
 func Binary() (string, error) {
 	dir := os.Getenv("STEPWISE_BIN")
 	if dir == "" {
-		root, err := kwokcluster.RepoRoot()
+		root, err := envtestenv.RepoRoot()
 		if err != nil {
 			return "", err
 		}

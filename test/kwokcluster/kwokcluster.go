@@ -290,7 +290,7 @@ func resolve(opts Options) (Options, string, error) {
 	var root string
 	if needRoot {
 		var err error
-		if root, err = RepoRoot(); err != nil {
+		if root, err = envtestenv.RepoRoot(); err != nil {
 			return opts, "", err
 		}
 	}
@@ -329,10 +329,6 @@ func resolve(opts Options) (Options, string, error) {
 	}
 	return opts, binDir, nil
 }
-
-// RepoRoot is the directory of the main module's go.mod (not test/'s),
-// from the working directory up: go test runs in the package directory.
-func RepoRoot() (string, error) { return envtestenv.RepoRoot() }
 
 // InstallGatewayAPI installs envtestenv.GatewayAPICRDs into a kwok cluster. The
 // module's folder also holds a ValidatingAdmissionPolicy and experimental

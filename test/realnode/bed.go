@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
@@ -164,7 +165,7 @@ func resolveBinDir(dir string) (string, error) {
 		dir = os.Getenv("STEPWISE_BIN")
 	}
 	if dir == "" {
-		root, err := kwokcluster.RepoRoot()
+		root, err := envtestenv.RepoRoot()
 		if err != nil {
 			return "", err
 		}

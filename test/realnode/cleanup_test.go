@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
 // childEnv makes the test binary, instead of running tests, start a node
@@ -65,7 +64,7 @@ func runDoomedNode(images string) error {
 // behind, and checks that Cleanup, which every Start runs first, removes
 // all of them.
 func TestCleanupAfterKill(t *testing.T) {
-	root, err := kwokcluster.RepoRoot()
+	root, err := envtestenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

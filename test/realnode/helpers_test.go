@@ -32,8 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/harness"
-	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
 // bed is the running node with a client that knows Stepwise's types, and
@@ -51,7 +51,7 @@ const managerNamespace = "stepwise-system"
 // tails if the test failed.
 func startBed(t *testing.T) *bed {
 	t.Helper()
-	root, err := kwokcluster.RepoRoot()
+	root, err := envtestenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

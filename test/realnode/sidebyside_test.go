@@ -24,9 +24,9 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	"github.com/stepwise-dev/stepwise/test/compare"
 	"github.com/stepwise-dev/stepwise/test/kruise"
-	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
 var (
@@ -115,7 +115,7 @@ func testSideBySide(t *testing.T, b *bed) {
 	for _, c := range sideBySides {
 		tags = append(tags, imageCases[1].tag(c.key))
 	}
-	root, err := kwokcluster.RepoRoot()
+	root, err := envtestenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,8 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-
-	"github.com/stepwise-dev/stepwise/test/kwokcluster"
 )
 
 // The manager's identity and the scrapers' role, as config/rbac names them.
@@ -42,7 +41,7 @@ const tokenTTL = 6 * time.Hour
 // they live in, with admin. Objects that exist are left as they are, so a
 // second call on the same API server is harmless.
 func Install(ctx context.Context, admin *rest.Config) error {
-	root, err := kwokcluster.RepoRoot()
+	root, err := envtestenv.RepoRoot()
 	if err != nil {
 		return err
 	}
