@@ -16,6 +16,13 @@ CNI_PLUGINS_VERSION     ?= v1.10.0
 SHELL          := /bin/bash
 .SHELLFLAGS    := -o pipefail -ec
 
+# TEST_SUMMARY keeps, of `go test -v` output, the results and what the tests
+# said (file_test.go:N: lines), with the indented lines that carry on a
+# message (up to 40), so that a failure's Expected/to equal reaches the
+# console; the whole log is in the file that the target names.
+TEST_SUMMARY = awk '/^([ \t]*--- |PASS|FAIL|ok|panic)|_test\.go/ {print; more = 40; next} \
+	more > 0 && /^[ \t]/ && !/^[ \t]*(=== |--- )/ {print; more--; next} {more = 0}'
+
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
@@ -155,7 +162,7 @@ test-install: ## go install of the plugin from a module proxy built from this ch
 
 .PHONY: test-release
 test-release: release ## make release, then test/release checks DIST (digests, checksums, krew, SBOMs, archive times) and builds it again to compare every file's SHA-256.
-	STEPWISE_DIST="$(abspath $(DIST))" $(TEST_GO) test -count=1 ./release -timeout 40m -v 2>&1 | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_DIST="$(abspath $(DIST))" $(TEST_GO) test -count=1 ./release -timeout 40m -v 2>&1 | $(TEST_SUMMARY)
 
 .PHONY: test-integration
 test-integration: test-assets ## Controllers against a real kube-apiserver + etcd (envtest).
@@ -178,7 +185,7 @@ LOG_DIR ?=
 test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC, EndpointSlices); prints where the full log is.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-e2e.XXXXXX)"; log="$$dir/e2e.log"; \
 	echo "full e2e log: $$log"; trap 'echo "full e2e log: $$log"' EXIT; \
-	$(TEST_GO) test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go' 
+	$(TEST_GO) test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | $(TEST_SUMMARY) 
 
 .PHONY: gitops-assets
 gitops-assets: ## Build real Flux (source-, kustomize-controller) and Argo CD from the module proxy into bin/, with their CRDs (skips what exists; about 15 minutes cold).
@@ -188,14 +195,14 @@ gitops-assets: ## Build real Flux (source-, kustomize-controller) and Argo CD fr
 test-gitops: test-assets gitops-assets ## Real Flux and real Argo CD apply Stepwise's examples from a git server on 127.0.0.1 to a kwok cluster (git and redis-server from Debian); prints where the full log is.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-gitops.XXXXXX)"; log="$$dir/gitops.log"; \
 	echo "full gitops log: $$log"; trap 'echo "full gitops log: $$log"' EXIT; \
-	STEPWISE_GITOPS_LOG_DIR="$$dir/gitops-tools" $(TEST_GO) test -count=1 -p 1 ./gitops -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_GITOPS_LOG_DIR="$$dir/gitops-tools" $(TEST_GO) test -count=1 -p 1 ./gitops -timeout 30m -v 2>&1 | tee "$$log" | $(TEST_SUMMARY)
 
 .PHONY: test-node
 test-node: test-assets node-assets kruise-manager release ## Stepwise installed from the release in DIST (its image tarball, install.yaml, the chart) on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
 	@# test/realnode reads DIST (make release above) through STEPWISE_DIST.
 	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-node.XXXXXX)"; log="$$dir/node.log"; \
 	echo "full real-node log: $$log"; trap 'echo "full real-node log: $$log"' EXIT; \
-	STEPWISE_DIST="$(abspath $(DIST))" $(TEST_GO) test -count=1 -p 1 $(NODE_PKGS) -timeout 30m -v 2>&1 | tee "$$log" | grep -E '^(\s*--- |PASS|FAIL|ok|panic)|_test.go'
+	STEPWISE_DIST="$(abspath $(DIST))" $(TEST_GO) test -count=1 -p 1 $(NODE_PKGS) -timeout 30m -v 2>&1 | tee "$$log" | $(TEST_SUMMARY)
 
 .PHONY: bench-node
 bench-node: test-assets node-assets kruise-manager release ## The same image change of $(NODE_PODS) two-container Pods by Stepwise, a Deployment, a StatefulSet and OpenKruise on the real node (root); docs/bench-node.md and .svg.
