@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -355,17 +357,29 @@ func (h *gitopsHealth) expectTruthful(g Gomega, mark gitopsMark) {
 // premature returns the spans since mark in which Flux's wait (every object
 // of the commit Current) or an Argo CD app's health (every object Healthy)
 // would have passed while the CloneSet held a template the Rollout had not
-// taken up yet. A CloneSet that waits for its Rollout reports so, so there
-// are none.
-func (h *gitopsHealth) premature(g Gomega, mark gitopsMark) []time.Duration {
-	var (
-		ro, cs *gitopsSample
-		start  time.Time
-		spans  []time.Duration
-	)
-	// Both objects as they were at mark, then every change.
-	ro, cs = h.before(mark, "Rollout"), h.before(mark, "CloneSet")
-	for _, s := range h.since(g, mark, "") {
+// taken up yet, each with the two versions that opened it. A CloneSet that
+// waits for its Rollout reports so, so there are none.
+//
+// The two kinds come on two watches, whose events may arrive in either
+// order: a CloneSet acknowledging a grant could be seen before the Rollout
+// status that wrote the grant. So the versions are taken in the order etcd
+// wrote them (resourceVersion, one counter for the whole store here), the
+// order a reader that sees the CloneSet's version could have seen the
+// Rollout's.
+func (h *gitopsHealth) premature(g Gomega, mark gitopsMark) []string {
+	samples := h.since(g, mark, "")
+	rvs := make(map[*unstructured.Unstructured]int64, len(samples))
+	for _, s := range samples {
+		rv, err := strconv.ParseInt(s.obj.GetResourceVersion(), 10, 64)
+		g.Expect(err).NotTo(HaveOccurred(), "resourceVersion of %s", s)
+		rvs[s.obj] = rv
+	}
+	slices.SortStableFunc(samples, func(a, b gitopsSample) int { return cmp.Compare(rvs[a.obj], rvs[b.obj]) })
+
+	var spans []string
+	open := ""
+	ro, cs := h.before(mark, "Rollout"), h.before(mark, "CloneSet")
+	for _, s := range samples {
 		if s.kind() == "Rollout" {
 			ro = &s
 		} else {
@@ -375,15 +389,15 @@ func (h *gitopsHealth) premature(g Gomega, mark gitopsMark) []time.Duration {
 			(ro.kstatus == "Current" && cs.kstatus == "Current" || ro.lua == "Healthy" && cs.lua == "Healthy") &&
 			gitopsString(cs.obj, "status", "updateRevision") != gitopsString(ro.obj, "status", "stableRevision")
 		switch {
-		case bad && start.IsZero():
-			start = s.at
-		case !bad && !start.IsZero():
-			spans = append(spans, s.at.Sub(start))
-			start = time.Time{}
+		case bad && open == "":
+			open = ro.String() + "\n  with " + cs.String()
+		case !bad && open != "":
+			spans = append(spans, open+"\n  until "+s.String())
+			open = ""
 		}
 	}
-	if !start.IsZero() {
-		spans = append(spans, time.Since(start))
+	if open != "" {
+		spans = append(spans, open+"\n  until the end")
 	}
 	return spans
 }
