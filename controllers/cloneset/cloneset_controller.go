@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -127,8 +125,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	round := &syncRound{cs: cs, now: r.Clock.Now(), isUpdating: r.engine.IsUpdating}
 	defer func() {
 		// The Pod writes landed whatever the round's outcome: tell them.
-		for _, e := range round.podActions.events() {
-			r.event(cs, corev1.EventTypeNormal, e.reason, e.note)
+		for _, e := range round.events() {
+			r.event(cs, e.eventType, e.reason, e.note)
 		}
 		if err := r.patchStatus(ctx, original, round, retErr == nil); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -138,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	selector, problem := validateSelector(cs)
 	if problem != "" {
 		round.findings.invalidSpec = problem
-		r.event(cs, corev1.EventTypeWarning, stepwisev1.EventInvalidSpec, problem)
+		round.tell(corev1.EventTypeWarning, stepwisev1.EventInvalidSpec, problem)
 		// Nothing will change until the spec does: no requeue.
 		return ctrl.Result{}, nil
 	}
@@ -175,59 +173,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-// syncRound carries one reconcile's observations from fetch to status.
-type syncRound struct {
-	cs              *stepwisev1.CloneSet
-	now             time.Time
-	selector        labels.Selector
-	pods            []*corev1.Pod
-	podsByName      map[string]*corev1.Pod
-	revs            *revisionSet
-	expectedUpdated int32
-	// gov is what the Rollout governing the CloneSet allows, if one does.
-	gov      governance
-	findings statusFindings
-	// statusOnly means the pods were not acted on this round.
-	statusOnly bool
-	// counts are the Pods as status reports them, once computed.
-	counts *podCounts
-	// isUpdating is the engine's, which remembers the Pods it found settled.
-	isUpdating func(*corev1.Pod) bool
-	// podActions are the round's Pod writes, told once the round ends.
-	podActions podActions
-	// mu guards findings and podActions while the round writes Pods
-	// concurrently (writePods).
-	mu sync.Mutex
-}
-
-// noteAction records a Pod write for the round's Events.
-func (round *syncRound) noteAction(reason, prefix, pod, suffix string) {
-	round.mu.Lock()
-	defer round.mu.Unlock()
-	round.podActions.add(reason, prefix, pod, suffix)
-}
-
-// noteFailure records a failed Pod write for the round's status.
-func (round *syncRound) noteFailure(record func(*statusFindings)) {
-	round.mu.Lock()
-	defer round.mu.Unlock()
-	record(&round.findings)
-}
-
-// podCounts counts the round's Pods once; sync (for its requeue) and the
-// status patch both read it.
-func (round *syncRound) podCounts() podCounts {
-	if round.counts == nil {
-		updateRevision := ""
-		if round.revs != nil {
-			updateRevision = round.revs.update.Name
-		}
-		c := countPods(round.pods, updateRevision, round.cs.Spec.MinReadySeconds, round.isUpdating, round.now)
-		round.counts = &c
-	}
-	return *round.counts
 }
 
 func validateSelector(cs *stepwisev1.CloneSet) (labels.Selector, string) {

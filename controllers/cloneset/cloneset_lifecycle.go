@@ -166,7 +166,7 @@ func (r *Reconciler) holdForHook(ctx context.Context, round *syncRound, key type
 		}
 	}
 	r.expectWritten(key, written)
-	r.event(round.cs, corev1.EventTypeNormal, stepwisev1.EventLifecycleHook, fmt.Sprintf("pod %s is %s: waiting for its lifecycle hook to be released", pod.Name, state))
+	round.tell(corev1.EventTypeNormal, stepwisev1.EventLifecycleHook, fmt.Sprintf("pod %s is %s: waiting for its lifecycle hook to be released", pod.Name, state))
 	return nil
 }
 
@@ -244,7 +244,7 @@ func (r *Reconciler) syncLifecycle(ctx context.Context, round *syncRound, key ty
 			r.expectWritten(key, latest)
 		}
 		if isReleased[pod.Name] && step.state != "" {
-			r.event(round.cs, corev1.EventTypeNormal, stepwisev1.EventLifecycleHook,
+			round.tell(corev1.EventTypeNormal, stepwisev1.EventLifecycleHook,
 				fmt.Sprintf("pod %s is %s: no update wants it any more (the template went back to its revision, or the partition keeps it)", pod.Name, step.state))
 		}
 	}

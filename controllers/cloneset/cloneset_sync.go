@@ -2,7 +2,6 @@ package cloneset
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -185,8 +184,7 @@ func (r *Reconciler) createPods(ctx context.Context, round *syncRound, key types
 			}
 			if err := r.Client.Create(ctx, pod); err != nil {
 				msg := fmt.Sprintf("creating pod on revision %s: %v", rev.Name, err)
-				round.noteFailure(func(f *statusFindings) { f.scaleError = msg })
-				r.event(round.cs, corev1.EventTypeWarning, stepwisev1.EventFailedCreate, msg)
+				round.failed(stepwisev1.EventFailedCreate, msg, func(f *statusFindings) { f.scaleError = msg })
 				return fmt.Errorf("%s", msg)
 			}
 			r.mem.expectations.expectCreate(key, pod.Name)
@@ -224,8 +222,7 @@ func (r *Reconciler) deletePod(ctx context.Context, round *syncRound, key types.
 	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
 		msg := fmt.Sprintf("deleting pod %s (%s): %v", pod.Name, why, err)
-		round.noteFailure(func(f *statusFindings) { f.scaleError = msg })
-		r.event(round.cs, corev1.EventTypeWarning, stepwisev1.EventFailedDelete, msg)
+		round.failed(stepwisev1.EventFailedDelete, msg, func(f *statusFindings) { f.scaleError = msg })
 		return fmt.Errorf("%s", msg)
 	}
 	r.mem.expectations.expectDelete(key, pod.Name)
@@ -233,52 +230,33 @@ func (r *Reconciler) deletePod(ctx context.Context, round *syncRound, key types.
 	return nil
 }
 
-// movePod brings one Pod to the target revision: in place when the strategy
-// and the change allow it, by recreation otherwise. It returns when to look
-// at the Pod again (grace period).
+// movePod brings one Pod to the target revision the way decideMove
+// chooses. It returns when to look at the Pod again (grace period).
 func (r *Reconciler) movePod(ctx context.Context, round *syncRound, key types.NamespacedName, pod *corev1.Pod, target *appsv1.ControllerRevision) (time.Duration, error) {
 	if pod == nil {
 		return 0, nil
 	}
 	cs := round.cs
-	strategy := cs.Spec.UpdateStrategy.Type
-	if strategy == "" || strategy == stepwisev1.RecreateCloneSetUpdateStrategyType {
-		r.Metrics.PodsRecreated.WithLabelValues(cs.Namespace, cs.Name).Inc()
-		return 0, r.deleteOrHold(ctx, round, key, pod, stepwisev1.EventSuccessfulUpdatePodReCreate, "recreating on revision "+target.Name)
-	}
-
-	spec, err := r.inPlaceSpec(pod, round.revs, target)
-	var notInPlace *inplace.NotInPlaceError
-	if errors.As(err, &notInPlace) {
-		if strategy == stepwisev1.InPlaceOnlyCloneSetUpdateStrategyType {
-			msg := fmt.Sprintf("pod %s cannot move to revision %s in place: %s changed, and updateStrategy.type InPlaceOnly forbids recreating it; change only container images, or use InPlaceIfPossible", pod.Name, target.Name, notInPlace.Field)
-			round.noteFailure(func(f *statusFindings) { f.failedUpdate = msg })
-			r.Metrics.InPlaceUpdatesFailed.WithLabelValues(cs.Namespace, cs.Name).Inc()
-			r.event(cs, corev1.EventTypeWarning, stepwisev1.EventFailedUpdatePodInPlace, msg)
-			return 0, nil
-		}
-		r.Metrics.PodsRecreated.WithLabelValues(cs.Namespace, cs.Name).Inc()
-		return 0, r.deleteOrHold(ctx, round, key, pod, stepwisev1.EventSuccessfulUpdatePodReCreate,
-			fmt.Sprintf("recreating on revision %s: %s cannot change in place", target.Name, notInPlace.Field))
-	}
+	hook := inPlaceUpdateHook(cs)
+	move, err := decideMove(pod, round.revs, target, cs.Spec.UpdateStrategy.Type, hook)
 	if err != nil {
 		return 0, err
 	}
-
-	if hook := inPlaceUpdateHook(cs); hook != nil {
-		if hooked(pod, hook) {
-			return 0, r.holdForHook(ctx, round, key, pod, hook, stepwisev1.LifecycleStatePreparingUpdate)
-		}
-		// The state label rides in the engine's single spec write.
-		if spec.Labels == nil {
-			spec.Labels = map[string]string{}
-		}
-		spec.Labels[stepwisev1.LifecycleStateLabel] = stepwisev1.LifecycleStateUpdating
+	switch move.way {
+	case moveRecreate:
+		r.Metrics.PodsRecreated.WithLabelValues(cs.Namespace, cs.Name).Inc()
+		return 0, r.deleteOrHold(ctx, round, key, pod, stepwisev1.EventSuccessfulUpdatePodReCreate, move.note)
+	case moveRefused:
+		r.Metrics.InPlaceUpdatesFailed.WithLabelValues(cs.Namespace, cs.Name).Inc()
+		round.failed(stepwisev1.EventFailedUpdatePodInPlace, move.note, func(f *statusFindings) { f.failedUpdate = move.note })
+		return 0, nil
+	case moveHeldForHook:
+		return 0, r.holdForHook(ctx, round, key, pod, hook, stepwisev1.LifecycleStatePreparingUpdate)
 	}
-	res := r.engine.Update(ctx, pod, spec, r.inPlaceOptions(round))
+	res := r.engine.Update(ctx, pod, move.spec, r.inPlaceOptions(round))
 	if res.Err != nil {
 		r.Metrics.InPlaceUpdatesFailed.WithLabelValues(cs.Namespace, cs.Name).Inc()
-		r.event(cs, corev1.EventTypeWarning, stepwisev1.EventFailedUpdatePodInPlace, fmt.Sprintf("updating pod %s in place to revision %s: %v", pod.Name, target.Name, res.Err))
+		round.failed(stepwisev1.EventFailedUpdatePodInPlace, fmt.Sprintf("updating pod %s in place to revision %s: %v", pod.Name, target.Name, res.Err), nil)
 		return 0, fmt.Errorf("updating pod %s in place: %w", pod.Name, res.Err)
 	}
 	r.expectWritten(key, res.Pod)
@@ -286,28 +264,6 @@ func (r *Reconciler) movePod(ctx context.Context, round *syncRound, key types.Na
 	round.noteAction(stepwisev1.EventSuccessfulUpdatePodInPlace, "updating ", pod.Name, " in place to revision "+target.Name)
 	log.FromContext(ctx).V(1).Info("updating pod in place", "pod", pod.Name, "revision", target.Name)
 	return res.Delay, nil
-}
-
-// inPlaceSpec diffs the Pod's own revision against the target revision.
-func (r *Reconciler) inPlaceSpec(pod *corev1.Pod, revs *revisionSet, target *appsv1.ControllerRevision) (*inplace.UpdateSpec, error) {
-	from := revs.byName[pod.Labels[RevisionLabel]]
-	if from == nil {
-		return nil, &inplace.NotInPlaceError{Field: fmt.Sprintf("the pod's revision %q (no longer recorded)", pod.Labels[RevisionLabel])}
-	}
-	fromTemplate, err := templateOf(from)
-	if err != nil {
-		return nil, err
-	}
-	toTemplate, err := templateOf(target)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := inplace.CalculateSpec(fromTemplate, toTemplate)
-	if err != nil {
-		return nil, err
-	}
-	spec.Revision = target.Name
-	return spec, nil
 }
 
 // refreshPod advances an in-place update already under way (grace period,
@@ -339,8 +295,7 @@ func (r *Reconciler) refreshPod(ctx context.Context, round *syncRound, key types
 // the Pod is driven to the whole template of the revision its label names,
 // and only images that differ are patched, so nothing restarts needlessly.
 func (r *Reconciler) redrive(ctx context.Context, round *syncRound, key types.NamespacedName, pod *corev1.Pod, cause error) (time.Duration, error) {
-	cs := round.cs
-	r.event(cs, corev1.EventTypeWarning, stepwisev1.EventCorruptedInPlaceState,
+	round.tell(corev1.EventTypeWarning, stepwisev1.EventCorruptedInPlaceState,
 		fmt.Sprintf("pod %s: %v; treating it as a fresh update", pod.Name, cause))
 	rev := round.revs.byName[pod.Labels[RevisionLabel]]
 	if rev == nil {
