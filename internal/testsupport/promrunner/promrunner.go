@@ -25,6 +25,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/stepwise-dev/stepwise/internal/testsupport/syncbuf"
 )
 
 const (
@@ -79,7 +81,7 @@ type Prometheus struct {
 	dir    string
 	cmd    *exec.Cmd
 	exited chan struct{}
-	output *syncBuffer
+	output *syncbuf.Buffer
 
 	stopOnce sync.Once
 }
@@ -155,7 +157,7 @@ func start(ctx context.Context, binary, configPath, dir, dataDir string, targets
 		url:    "http://" + address,
 		dir:    dir,
 		exited: make(chan struct{}),
-		output: &syncBuffer{},
+		output: &syncbuf.Buffer{},
 	}
 	// Not exec.CommandContext: ctx bounds the start, not the process.
 	p.cmd = exec.Command(binary,
@@ -345,22 +347,4 @@ func freePort() (int, error) {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer collects the output of a process written from two pipes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

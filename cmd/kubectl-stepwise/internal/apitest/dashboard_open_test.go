@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stepwise-dev/stepwise/cmd/kubectl-stepwise/internal/commands"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/syncbuf"
 )
 
 // The page `dashboard --open` hands the desktop's opener holds the
@@ -171,7 +172,7 @@ func TestDashboardOpenRemovesItsPageOnSignal(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			tmp := privateTempDir(t)
 			noted := fakeOpener(t)
-			stdout := &syncBuffer{}
+			stdout := &syncbuf.Buffer{}
 			cmd := exec.Command(bin, "dashboard", "--open", "--kubeconfig", env.kubeconfig, "-n", ns)
 			cmd.Stdout, cmd.Stderr = stdout, os.Stderr
 			if err := cmd.Start(); err != nil {

@@ -1,13 +1,11 @@
 package apitest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 	stepwisev1 "github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/cmd/kubectl-stepwise/internal/commands"
 	"github.com/stepwise-dev/stepwise/internal/testsupport/envtestenv"
+	"github.com/stepwise-dev/stepwise/internal/testsupport/syncbuf"
 )
 
 // suite is what TestMain sets up once for every test of the package: one
@@ -98,25 +97,6 @@ func runSuite(m *testing.M) int {
 	return m.Run()
 }
 
-// syncBuffer is written by a command running in a goroutine and read by
-// the test meanwhile.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // result is a finished command line.
 type result struct {
 	code           int
@@ -125,14 +105,14 @@ type result struct {
 
 // running is a command line running in a goroutine.
 type running struct {
-	stdout, stderr *syncBuffer
+	stdout, stderr *syncbuf.Buffer
 	done           chan result
 }
 
 // start runs kubectl-stepwise args against the test API server in
 // namespace ns, in a goroutine.
 func start(ctx context.Context, ns string, opts commands.Options, args ...string) *running {
-	r := &running{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan result, 1)}
+	r := &running{stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, done: make(chan result, 1)}
 	args = append(args, "--kubeconfig", env.kubeconfig, "-n", ns)
 	go func() {
 		code := commands.Execute(ctx, genericiooptions.IOStreams{In: strings.NewReader(""), Out: r.stdout, ErrOut: r.stderr}, args, opts)
@@ -145,7 +125,7 @@ func start(ctx context.Context, ns string, opts commands.Options, args ...string
 // namespace is added, so that the line can end with a word to complete.
 func runExact(t *testing.T, opts commands.Options, args ...string) result {
 	t.Helper()
-	r := &running{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan result, 1)}
+	r := &running{stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}, done: make(chan result, 1)}
 	go func() {
 		code := commands.Execute(t.Context(), genericiooptions.IOStreams{In: strings.NewReader(""), Out: r.stdout, ErrOut: r.stderr}, args, opts)
 		r.done <- result{code: code, stdout: r.stdout.String(), stderr: r.stderr.String()}
