@@ -113,6 +113,9 @@ type Cluster struct {
 	stopErr  error
 }
 
+// creating serializes the start of clusters in one test binary (Start).
+var creating sync.Mutex
+
 // Start creates a cluster and returns once the API server answers, the nodes
 // are Ready and the CRDs are Established. The Pod resync loop runs until ctx
 // is done or Stop is called. On error nothing is left running.
@@ -157,42 +160,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 
 	began := time.Now()
-	var disable []string
-	if opts.NoKwokController {
-		disable = []string{"--disable", "kwok-controller"}
-	}
-	if _, err := c.kwokctl(startCtx, append([]string{"create", "cluster",
-		"--runtime", "binary",
-		"--kube-apiserver-binary", filepath.Join(binDir, "kube-apiserver"),
-		"--kube-controller-manager-binary", filepath.Join(binDir, "kube-controller-manager"),
-		"--kube-scheduler-binary", filepath.Join(binDir, "kube-scheduler"),
-		"--etcd-binary", filepath.Join(binDir, "etcd"),
-		"--kwok-controller-binary", filepath.Join(binDir, "kwok"),
-		// Our Stages, then our KwokctlConfiguration (loopback, no downloads).
-		"-c", opts.StagesFile,
-		"-c", kwokctlConfig,
-		// Empty: leave ~/.kube/config alone.
-		"--kubeconfig=",
-		"--quiet-pull",
-		"--timeout", opts.StartTimeout.String(),
-		"--kube-audit-policy", opts.AuditPolicyFile,
-	}, disable...)...); err != nil {
-		return nil, err
-	}
-
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig of cluster %s: %w", name, err)
-	}
-	// The test bed is one process per component on a small machine: client
-	// side throttling would only hide what the server does.
-	cfg.QPS, cfg.Burst = 1000, 2000
-	c.RESTConfig = cfg
-	if c.clientset, err = kubernetes.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("creating clientset: %w", err)
-	}
-
-	if err := c.waitAPIServer(startCtx); err != nil {
+	if err := c.create(startCtx, opts, binDir, kwokctlConfig); err != nil {
 		return nil, err
 	}
 	if !opts.NoKwokController {
@@ -225,6 +193,54 @@ func (c *Cluster) Clientset() kubernetes.Interface { return c.clientset }
 func (c *Cluster) Resyncs() int64 { return c.resyncs.Load() }
 
 // LogDir holds one log file per cluster component (kwok-controller.log,
+
+// create runs kwokctl create cluster and waits for the API server.
+func (c *Cluster) create(ctx context.Context, opts Options, binDir, kwokctlConfig string) error {
+	// kwokctl picks each cluster's ports by probing for free ones: two
+	// clusters created at once (parallel tests) can pick the same port, and
+	// the one that loses the bind waits on the other's API server (x509:
+	// signed by unknown authority). Created one at a time, each holds its
+	// ports before the next probes.
+	creating.Lock()
+	defer creating.Unlock()
+	var disable []string
+	if opts.NoKwokController {
+		disable = []string{"--disable", "kwok-controller"}
+	}
+	if _, err := c.kwokctl(ctx, append([]string{"create", "cluster",
+		"--runtime", "binary",
+		"--kube-apiserver-binary", filepath.Join(binDir, "kube-apiserver"),
+		"--kube-controller-manager-binary", filepath.Join(binDir, "kube-controller-manager"),
+		"--kube-scheduler-binary", filepath.Join(binDir, "kube-scheduler"),
+		"--etcd-binary", filepath.Join(binDir, "etcd"),
+		"--kwok-controller-binary", filepath.Join(binDir, "kwok"),
+		// Our Stages, then our KwokctlConfiguration (loopback, no downloads).
+		"-c", opts.StagesFile,
+		"-c", kwokctlConfig,
+		// Empty: leave ~/.kube/config alone.
+		"--kubeconfig=",
+		"--quiet-pull",
+		"--timeout", opts.StartTimeout.String(),
+		"--kube-audit-policy", opts.AuditPolicyFile,
+	}, disable...)...); err != nil {
+		return err
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig of cluster %s: %w", c.Name, err)
+	}
+	// The test bed is one process per component on a small machine: client
+	// side throttling would only hide what the server does.
+	cfg.QPS, cfg.Burst = 1000, 2000
+	c.RESTConfig = cfg
+	if c.clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		return fmt.Errorf("creating clientset: %w", err)
+	}
+
+	return c.waitAPIServer(ctx)
+}
+
 // kube-apiserver.log, ...), until Stop.
 func (c *Cluster) LogDir() string { return filepath.Join(c.Workdir, "clusters", c.Name, "logs") }
 
