@@ -192,8 +192,6 @@ func (c *Cluster) Clientset() kubernetes.Interface { return c.clientset }
 // Resyncs is how many times the resync loop touched a stuck Pod.
 func (c *Cluster) Resyncs() int64 { return c.resyncs.Load() }
 
-// LogDir holds one log file per cluster component (kwok-controller.log,
-
 // create runs kwokctl create cluster and waits for the API server.
 func (c *Cluster) create(ctx context.Context, opts Options, binDir, kwokctlConfig string) error {
 	// kwokctl picks each cluster's ports by probing for free ones: two
@@ -241,6 +239,7 @@ func (c *Cluster) create(ctx context.Context, opts Options, binDir, kwokctlConfi
 	return c.waitAPIServer(ctx)
 }
 
+// LogDir holds one log file per cluster component (kwok-controller.log,
 // kube-apiserver.log, ...), until Stop.
 func (c *Cluster) LogDir() string { return filepath.Join(c.Workdir, "clusters", c.Name, "logs") }
 
