@@ -251,6 +251,9 @@ type round struct {
 	// trafficWrites are the Services' and routes' writes to make once the
 	// status that records them (status.traffic.written) is written.
 	trafficWrites []traffic.Write
+	// canaryDeletion is the canary Pods an abort's rollback deletes once
+	// the status that says so is written; nil when none.
+	canaryDeletion *canaryDeletion
 }
 
 // problem is a condition that prevented a decision. A terminal one sets

@@ -76,6 +76,14 @@ func (r *Reconciler) finish(ctx context.Context, original *v1alpha1.Rollout, rd 
 			return result, err
 		}
 	}
+	if rd.canaryDeletion != nil {
+		// Planned from the Pods as they are, again each round: a round
+		// whose later steps failed still rolls back, as the status it wrote
+		// says.
+		if err := r.deleteCanaries(ctx, ro, rd.canaryDeletion); err != nil {
+			return result, errors.Join(reconcileErr, err)
+		}
+	}
 	return result, reconcileErr
 }
 

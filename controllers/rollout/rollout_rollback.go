@@ -21,11 +21,11 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 )
 
-// rollBackCanaries carries out the rollback of an aborted rollout on a
+// rollBackCanaries plans the rollback of an aborted rollout on a
 // workload that does not move updated Pods back itself when the partition
 // rises: rollback.Decide picks the canary Pods to delete within the
-// workload's budget, and the workload recreates each on its current (the
-// stable) revision. A workload that rolls back in place by itself only has
+// workload's budget (deleted by finish once the status says so), and the
+// workload recreates each on its current (the stable) revision. A workload that rolls back in place by itself only has
 // it followed. Nothing is remembered between rounds; the plan is made again
 // from the Pods, and Pod and workload events bring the next round.
 // CanaryRollbackCondition says what is going on, and at the end how long it
@@ -82,26 +82,50 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round, wl workloa
 	for i := range pods {
 		byUID[pods[i].UID] = &pods[i]
 	}
+	act := &canaryDeletion{workload: wl, target: plan.Target}
+	for _, p := range plan.Delete {
+		act.pods = append(act.pods, byUID[p.UID])
+		act.planned = append(act.planned, p)
+	}
+	if len(act.planned) > 0 {
+		rd.canaryDeletion = act
+	}
+	setCanaryRollback(ro, rd, metav1.ConditionTrue, v1alpha1.ReasonRollingBackCanaryPods, plan.Message())
+	return nil
+}
+
+// canaryDeletion is the canary Pods a rollback deletes, once the status
+// that says so (CanaryRollbackCondition) is written.
+type canaryDeletion struct {
+	workload workload.Workload
+	// pods are the Pods as read, planned what rollback.Decide says of
+	// each, in the same order.
+	pods    []*corev1.Pod
+	planned []rollback.Pod
+	// target is the revision they come back on.
+	target string
+}
+
+// deleteCanaries deletes what a round's rollback planned. The Event is
+// recorded also when a deletion fails after others: what was deleted is
+// done, and the next round, which plans again from the Pods, does not
+// repeat it.
+func (r *Reconciler) deleteCanaries(ctx context.Context, ro *v1alpha1.Rollout, act *canaryDeletion) error {
 	var deleted []rollback.Pod
-	// Recorded at once rather than with the round's Events, and also when a
-	// deletion fails after others: what was deleted is done even if the
-	// status write that follows loses a conflict, and it is not repeated.
 	defer func() {
 		if len(deleted) == 0 {
 			return
 		}
 		r.event(ro, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventCanaryPodDeleted,
-			Message: rollback.DeletedNote(deleted, ro.Spec.WorkloadRef.Kind+" "+ro.Spec.WorkloadRef.Name, plan.Target)})
+			Message: rollback.DeletedNote(deleted, ro.Spec.WorkloadRef.Kind+" "+ro.Spec.WorkloadRef.Name, act.target)})
 	}()
-	for _, p := range plan.Delete {
-		pod := byUID[p.UID]
-		if err := wl.DeletePod(ctx, pod); err != nil {
+	for i, p := range act.planned {
+		if err := act.workload.DeletePod(ctx, act.pods[i]); err != nil {
 			return err
 		}
 		deleted = append(deleted, p)
-		log.FromContext(ctx).Info("canary Pod deleted for rollback", "pod", pod.Name, "revision", p.Revision, "target", plan.Target)
+		log.FromContext(ctx).Info("canary Pod deleted for rollback", "pod", act.pods[i].Name, "revision", p.Revision, "target", act.target)
 	}
-	setCanaryRollback(ro, rd, metav1.ConditionTrue, v1alpha1.ReasonRollingBackCanaryPods, plan.Message())
 	return nil
 }
 
