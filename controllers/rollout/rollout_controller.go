@@ -290,6 +290,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			r.Metrics.forget(req.Namespace, req.Name)
 			r.mem.writes.forget(req.NamespacedName)
 			r.mem.validations.Forget(req.NamespacedName)
+			r.mem.deletedCanaries.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting Rollout: %w", err)

@@ -29,4 +29,9 @@ type memory struct {
 	// SetupWithManager; unbounded when unset. Lost: nothing is measuring in
 	// a new process.
 	shares *stepanalysis.Shares
+	// deletedCanaries are the canary Pods a rollback deleted that the Pod
+	// cache does not show deleted yet, so a round that starts before it
+	// does neither deletes them again nor counts them available. Lost: a
+	// new process's cache is listed after the deletions, and shows them.
+	deletedCanaries deletedCanaries
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,19 +22,22 @@ import (
 	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 )
 
-// rollBackCanaries plans the rollback of an aborted rollout on a
-// workload that does not move updated Pods back itself when the partition
-// rises: rollback.Decide picks the canary Pods to delete within the
-// workload's budget (deleted by finish once the status says so), and the
-// workload recreates each on its current (the stable) revision. A workload that rolls back in place by itself only has
-// it followed. Nothing is remembered between rounds; the plan is made again
-// from the Pods, and Pod and workload events bring the next round.
+// rollBackCanaries plans the rollback of an aborted rollout on a workload
+// that does not move updated Pods back itself when the partition rises:
+// rollback.Decide picks the canary Pods to delete within the workload's
+// budget (deleted by finish once the status says so), and the workload
+// recreates each on its current (the stable) revision. A workload that
+// rolls back in place by itself only has it followed. The plan is made
+// again each round from the Pods, and Pod and workload events bring the
+// next round; the only thing remembered is which Pods this process deleted
+// that the cache does not show deleted yet (memory.deletedCanaries).
 // CanaryRollbackCondition says what is going on, and at the end how long it
 // took since the abort (its True condition's transition time).
 func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation) error {
 	ro := rd.ro
 	if ro.Status.Phase != v1alpha1.RolloutAborted {
 		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.CanaryRollbackCondition)
+		r.mem.deletedCanaries.forget(client.ObjectKeyFromObject(ro))
 		return nil
 	}
 	if c := apimeta.FindStatusCondition(ro.Status.Conditions, v1alpha1.CanaryRollbackCondition); c != nil && c.Reason == v1alpha1.ReasonCanaryPodsRolledBack {
@@ -53,9 +57,11 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round, wl workloa
 		// A StatefulSet: its Pods are named after their ordinals.
 		setName = ro.Spec.WorkloadRef.Name
 	}
+	observed := rollback.FromPods(pods, ro.Spec.WorkloadRef.Name, appsv1.ControllerRevisionHashLabelKey, obs.MinReadySeconds, rd.now)
+	r.mem.deletedCanaries.settle(client.ObjectKeyFromObject(ro), observed)
 	plan := rollback.Decide(rollback.Input{
 		SetName:        setName,
-		Pods:           rollback.FromPods(pods, ro.Spec.WorkloadRef.Name, appsv1.ControllerRevisionHashLabelKey, obs.MinReadySeconds, rd.now),
+		Pods:           observed,
 		Replicas:       obs.Replicas,
 		Target:         obs.CurrentRevision,
 		Stable:         ro.Status.StableRevision,
@@ -109,8 +115,11 @@ type canaryDeletion struct {
 // deleteCanaries deletes what a round's rollback planned. The Event is
 // recorded also when a deletion fails after others: what was deleted is
 // done, and the next round, which plans again from the Pods, does not
-// repeat it.
+// repeat it. A round queued meanwhile may start before the Pod cache shows
+// a deletion (the status write no longer stands between them), so each
+// deleted Pod is remembered until it does.
 func (r *Reconciler) deleteCanaries(ctx context.Context, ro *v1alpha1.Rollout, act *canaryDeletion) error {
+	key := client.ObjectKeyFromObject(ro)
 	var deleted []rollback.Pod
 	defer func() {
 		if len(deleted) == 0 {
@@ -123,10 +132,65 @@ func (r *Reconciler) deleteCanaries(ctx context.Context, ro *v1alpha1.Rollout, a
 		if err := act.workload.DeletePod(ctx, act.pods[i]); err != nil {
 			return err
 		}
+		r.mem.deletedCanaries.deleted(key, p.UID)
 		deleted = append(deleted, p)
 		log.FromContext(ctx).Info("canary Pod deleted for rollback", "pod", act.pods[i].Name, "revision", p.Revision, "target", act.target)
 	}
 	return nil
+}
+
+// deletedCanaries are the canary Pods this process deleted for each
+// Rollout's rollback that the Pod cache still shows without a deletion
+// timestamp. It holds at most a rollback budget of Pods per Rollout: an
+// entry goes once the cache shows its Pod terminating or gone, and all of a
+// Rollout's go with its rollback.
+type deletedCanaries struct {
+	mu        sync.Mutex
+	byRollout map[types.NamespacedName]map[types.UID]struct{}
+}
+
+func (d *deletedCanaries) deleted(key types.NamespacedName, uid types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.byRollout == nil {
+		d.byRollout = map[types.NamespacedName]map[types.UID]struct{}{}
+	}
+	if d.byRollout[key] == nil {
+		d.byRollout[key] = map[types.UID]struct{}{}
+	}
+	d.byRollout[key][uid] = struct{}{}
+}
+
+// settle marks as terminating the Pods that this process deleted and the
+// cache does not show so yet, so the plan neither deletes them again nor
+// counts them available, and forgets the Pods the cache shows terminating
+// or no longer lists.
+func (d *deletedCanaries) settle(key types.NamespacedName, pods []rollback.Pod) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	uids := d.byRollout[key]
+	if len(uids) == 0 {
+		return
+	}
+	pending := make(map[types.UID]struct{}, len(uids))
+	for i := range pods {
+		if _, ok := uids[pods[i].UID]; !ok || pods[i].Terminating {
+			continue
+		}
+		pods[i].Terminating = true
+		pending[pods[i].UID] = struct{}{}
+	}
+	if len(pending) == 0 {
+		delete(d.byRollout, key)
+		return
+	}
+	d.byRollout[key] = pending
+}
+
+func (d *deletedCanaries) forget(key types.NamespacedName) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.byRollout, key)
 }
 
 func setCanaryRollback(ro *v1alpha1.Rollout, rd *round, status metav1.ConditionStatus, reason, message string) {
