@@ -2,8 +2,6 @@ package traffic
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,24 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
-
-// specHashAnnotation records on a canary route the hash of the spec
-// Stepwise applied.
-const specHashAnnotation = "stepwise.dev/applied-spec-hash"
-
-func specHash(spec gatewayv1.HTTPRouteSpec) string {
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		// A spec that does not encode cannot be applied either; an empty
-		// hash only makes the next round apply again.
-		return ""
-	}
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:8])
-}
 
 // FieldManager owns what Stepwise writes into Services and HTTPRoutes: the
 // selectors of the Services during a release (with the revision key; at
@@ -50,14 +31,6 @@ const FieldManager = "stepwise-traffic"
 type Applier struct {
 	Client client.Client
 	Reader client.Reader
-}
-
-// labelValue is the selector value for revision; "" for none.
-func (t Target) labelValue(revision string) string {
-	if revision == "" {
-		return ""
-	}
-	return t.LabelValue(revision)
 }
 
 // ErrChanged says a write was refused because its object changed since it
@@ -151,38 +124,4 @@ func (a *Applier) release(ctx context.Context, svc *corev1.Service) error {
 		return fmt.Errorf("releasing the selector of Service %s: %w", svc.Name, err)
 	}
 	return nil
-}
-
-// otherManagers lists the managers other than FieldManager whose managed
-// fields hold path (the main resource only).
-func otherManagers(entries []metav1.ManagedFieldsEntry, path []string) []string {
-	return slices.DeleteFunc(managersOf(entries, path), func(m string) bool { return m == FieldManager })
-}
-
-// managersOf lists the managers whose managed fields hold path (the main
-// resource only).
-func managersOf(entries []metav1.ManagedFieldsEntry, path []string) []string {
-	var names []string
-	for _, e := range entries {
-		if e.Subresource != "" || e.FieldsV1 == nil {
-			continue
-		}
-		if ownsPath(e, path) && !slices.Contains(names, e.Manager) {
-			names = append(names, e.Manager)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
-func ownsPath(e metav1.ManagedFieldsEntry, path []string) bool {
-	set := &fieldpath.Set{}
-	if err := set.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
-		return false
-	}
-	p := make(fieldpath.Path, 0, len(path))
-	for _, name := range path {
-		p = append(p, fieldpath.PathElement{FieldName: ptr.To(name)})
-	}
-	return set.Has(p)
 }

@@ -1,6 +1,9 @@
 package traffic
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -392,4 +395,19 @@ func rulesApply(route *gatewayv1.HTTPRoute, rules []gatewayv1.HTTPRouteRule) cli
 	}
 	u.Object["spec"] = map[string]any{"rules": encoded["rules"]}
 	return u
+}
+
+// specHashAnnotation records on a canary route the hash of the spec
+// Stepwise applied.
+const specHashAnnotation = "stepwise.dev/applied-spec-hash"
+
+func specHash(spec gatewayv1.HTTPRouteSpec) string {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		// A spec that does not encode cannot be applied either; an empty
+		// hash only makes the next round apply again.
+		return ""
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
 }

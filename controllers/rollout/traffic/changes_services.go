@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
@@ -158,4 +159,46 @@ func samePorts(a, b []corev1.ServicePort) bool {
 	return slices.EqualFunc(a, b, func(x, y corev1.ServicePort) bool {
 		return x.Name == y.Name && x.Port == y.Port && x.TargetPort == y.TargetPort && x.Protocol == y.Protocol
 	})
+}
+
+// labelValue is the selector value for revision; "" for none.
+func (t Target) labelValue(revision string) string {
+	if revision == "" {
+		return ""
+	}
+	return t.LabelValue(revision)
+}
+
+// otherManagers lists the managers other than FieldManager whose managed
+// fields hold path (the main resource only).
+func otherManagers(entries []metav1.ManagedFieldsEntry, path []string) []string {
+	return slices.DeleteFunc(managersOf(entries, path), func(m string) bool { return m == FieldManager })
+}
+
+// managersOf lists the managers whose managed fields hold path (the main
+// resource only).
+func managersOf(entries []metav1.ManagedFieldsEntry, path []string) []string {
+	var names []string
+	for _, e := range entries {
+		if e.Subresource != "" || e.FieldsV1 == nil {
+			continue
+		}
+		if ownsPath(e, path) && !slices.Contains(names, e.Manager) {
+			names = append(names, e.Manager)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func ownsPath(e metav1.ManagedFieldsEntry, path []string) bool {
+	set := &fieldpath.Set{}
+	if err := set.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
+		return false
+	}
+	p := make(fieldpath.Path, 0, len(path))
+	for _, name := range path {
+		p = append(p, fieldpath.PathElement{FieldName: ptr.To(name)})
+	}
+	return set.Has(p)
 }
