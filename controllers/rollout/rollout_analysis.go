@@ -90,7 +90,8 @@ func (r *Reconciler) setupAnalysis(workers int) error {
 // runAnalysis does what the step decision asks of status.analysis: clear
 // it, keep it, or run the step's analysis one round (stepanalysis.Run)
 // and write what that returns.
-func (r *Reconciler) runAnalysis(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation) (time.Duration, error) {
+func (r *Reconciler) runAnalysis(ctx context.Context, rd *round) (time.Duration, error) {
+	wl, obs := rd.wl, rd.obs
 	st := &rd.ro.Status
 	switch rd.decision.Analysis {
 	case step.AnalysisClear:

@@ -224,6 +224,12 @@ func crdInstalled(mgr ctrl.Manager, gvk schema.GroupVersionKind) (bool, error) {
 type round struct {
 	ro  *v1alpha1.Rollout
 	now time.Time
+	// wl is the workload the Rollout drives and obs what this round read of
+	// it; unset until it was read.
+	wl  workload.Workload
+	obs workload.Observation
+	// input is what the step decision read.
+	input step.Input
 	// decision is the step decision; nil when none could be taken.
 	decision *step.Decision
 	// spanning are the spanning analyses resolved before the decision
@@ -350,22 +356,22 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	case err != nil:
 		return 0, err
 	}
+	rd.wl, rd.obs = wl, obs
 
-	if err := r.checkSpanning(ctx, rd, obs); err != nil {
+	if err := r.checkSpanning(ctx, rd); err != nil {
 		return 0, err
 	}
-	in, err := r.decisionInput(ctx, rd, wl, obs)
-	if err != nil {
+	if rd.input, err = r.decisionInput(ctx, rd); err != nil {
 		return 0, err
 	}
-	d := step.Decide(in)
+	d := step.Decide(rd.input)
 	rd.decision = &d
 	canary := ro.Status.CanaryRevision
 	// A Rollout's first decision takes the partition over from whoever set
 	// it before the Rollout existed (a manifest, API defaulting): no conflict.
 	takeover := ro.Status.Phase == ""
 	fromStepStatus(&ro.Status, d.Status)
-	r.noteRolloutEnd(ctx, rd, wl, obs, canary)
+	r.noteRolloutEnd(ctx, rd, canary)
 
 	granted := ro.Status.PartitionGrant
 	if obs.Governed {
@@ -374,7 +380,7 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.PartitionConflictCondition)
 	} else {
 		ro.Status.PartitionGrant = nil
-		if err := r.planPartition(ctx, rd, wl, obs, d.Partition, takeover); err != nil {
+		if err := r.planPartition(ctx, rd, d.Partition, takeover); err != nil {
 			return 0, err
 		}
 		gvk, _ := workloadGVK(ro.Spec.WorkloadRef)
@@ -382,10 +388,10 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 			rd.events = append(rd.events, *e)
 		}
 	}
-	if err := r.rollBackCanaries(ctx, rd, wl, obs); err != nil {
+	if err := r.rollBackCanaries(ctx, rd); err != nil {
 		return 0, err
 	}
-	trafficRequeue, hold, err := r.routeTraffic(ctx, rd, wl, obs, in)
+	trafficRequeue, hold, err := r.routeTraffic(ctx, rd)
 	if hold || err != nil {
 		// No Pod moves while the Services do not select by revision yet
 		// (the stable one would take the canary Pods) or the traffic cannot
@@ -398,13 +404,13 @@ func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Dura
 	if err != nil {
 		return 0, err
 	}
-	analysisRequeue, err := r.runAnalysis(ctx, rd, wl, obs)
+	analysisRequeue, err := r.runAnalysis(ctx, rd)
 	if err != nil {
 		return 0, err
 	}
 	requeue := earliest(earliest(d.RequeueAfter, analysisRequeue), trafficRequeue)
 	for _, sp := range spannings() {
-		after, err := r.runSpanning(ctx, rd, sp, wl, obs)
+		after, err := r.runSpanning(ctx, rd, sp)
 		if err != nil {
 			return 0, err
 		}

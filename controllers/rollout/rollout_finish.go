@@ -13,7 +13,6 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/traffic"
-	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 )
 
 // finish writes the status once per reconcile, and only when it changed;
@@ -144,7 +143,8 @@ func stepOutcome(evs []step.Event) string {
 // noteRolloutEnd reads when the canary revision appeared, when this
 // decision completes or aborts its rollout; only for the duration metric,
 // so a failed read is logged, not returned.
-func (r *Reconciler) noteRolloutEnd(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, canary string) {
+func (r *Reconciler) noteRolloutEnd(ctx context.Context, rd *round, canary string) {
+	wl, obs := rd.wl, rd.obs
 	if r.Metrics == nil || canary == "" {
 		return
 	}

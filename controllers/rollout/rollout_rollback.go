@@ -33,7 +33,8 @@ import (
 // that the cache does not show deleted yet (memory.deletedCanaries).
 // CanaryRollbackCondition says what is going on, and at the end how long it
 // took since the abort (its True condition's transition time).
-func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation) error {
+func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round) error {
+	wl, obs := rd.wl, rd.obs
 	ro := rd.ro
 	if ro.Status.Phase != v1alpha1.RolloutAborted {
 		apimeta.RemoveStatusCondition(&ro.Status.Conditions, v1alpha1.CanaryRollbackCondition)

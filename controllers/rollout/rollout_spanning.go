@@ -7,7 +7,6 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/step"
 	"github.com/stepwise-dev/stepwise/controllers/rollout/stepanalysis"
-	"github.com/stepwise-dev/stepwise/controllers/rollout/workload"
 )
 
 // A spanning analysis is not a step's: spec.analysis.background, measured
@@ -72,7 +71,8 @@ func spannings() []spanning { return []spanning{backgroundSpanning(), postPromot
 // one round. The canary Pods it measures are those of the step in
 // progress, and the window it may read starts when that step's canary
 // Pods were ready at the start of the run.
-func (r *Reconciler) runSpanning(ctx context.Context, rd *round, sp spanning, wl workload.Workload, obs workload.Observation) (time.Duration, error) {
+func (r *Reconciler) runSpanning(ctx context.Context, rd *round, sp spanning) (time.Duration, error) {
+	wl, obs := rd.wl, rd.obs
 	st := &rd.ro.Status
 	tally := sp.tally(st)
 	switch sp.action(rd.decision) {
@@ -140,7 +140,8 @@ func (r *Reconciler) resolveSpanning(ctx context.Context, ro *v1alpha1.Rollout, 
 // template or arg gone missing) holds the rollout where it is, Stalled,
 // rather than letting it step on, or be made stable, unwatched: never a
 // pass.
-func (r *Reconciler) checkSpanning(ctx context.Context, rd *round, obs workload.Observation) error {
+func (r *Reconciler) checkSpanning(ctx context.Context, rd *round) error {
+	obs := rd.obs
 	st := &rd.ro.Status
 	if st.CurrentStepIndex == nil || st.CanaryRevision == "" || st.CanaryRevision != obs.UpdateRevision || st.PromotedFull {
 		return nil

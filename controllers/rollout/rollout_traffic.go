@@ -230,7 +230,8 @@ func routeNames(ro *v1alpha1.Rollout) string {
 // (the stable one would take the canary Pods), or something stands in the
 // plan's way (returned as a stallError). The next round's decision reads
 // status.traffic.step for the step's gate.
-func (r *Reconciler) routeTraffic(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, in step.Input) (requeue time.Duration, hold bool, err error) {
+func (r *Reconciler) routeTraffic(ctx context.Context, rd *round) (requeue time.Duration, hold bool, err error) {
+	wl, obs, in := rd.wl, rd.obs, rd.input
 	ro := rd.ro
 	tr := ro.Spec.TrafficRouting
 	st := &ro.Status

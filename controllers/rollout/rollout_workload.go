@@ -47,7 +47,8 @@ func (r *Reconciler) rolloutsOf(gvk schema.GroupVersionKind) handler.MapFunc {
 }
 
 // decisionInput gathers what step.Decide reads.
-func (r *Reconciler) decisionInput(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation) (step.Input, error) {
+func (r *Reconciler) decisionInput(ctx context.Context, rd *round) (step.Input, error) {
+	wl, obs := rd.wl, rd.obs
 	ro := rd.ro
 	steps, err := step.ResolveSteps(&ro.Spec, obs.Replicas)
 	if err != nil {
@@ -154,7 +155,8 @@ func (r *Reconciler) versions(ctx context.Context, ro *v1alpha1.Rollout, wl work
 // sets the partition) to report in PartitionConflict. The check costs a
 // request, so it runs only then, not every reconcile, and not on a
 // takeover (the Rollout's first decision).
-func (r *Reconciler) planPartition(ctx context.Context, rd *round, wl workload.Workload, obs workload.Observation, desired intstr.IntOrString, takeover bool) error {
+func (r *Reconciler) planPartition(ctx context.Context, rd *round, desired intstr.IntOrString, takeover bool) error {
+	wl, obs := rd.wl, rd.obs
 	if obs.Holds(desired) {
 		return nil
 	}
