@@ -230,6 +230,11 @@ type round struct {
 	obs workload.Observation
 	// input is what the step decision read.
 	input step.Input
+	// pods are the workload's Pods, the cache's own objects (read only),
+	// listed once a round by the first step that needs them
+	// (workloadPods); podsRead says they were.
+	pods     []*corev1.Pod
+	podsRead bool
 	// decision is the step decision; nil when none could be taken.
 	decision *step.Decision
 	// spanning are the spanning analyses resolved before the decision
@@ -260,6 +265,20 @@ type round struct {
 	// canaryDeletion is the canary Pods an abort's rollback deletes once
 	// the status that says so is written; nil when none.
 	canaryDeletion *canaryDeletion
+}
+
+// workloadPods lists the workload's Pods the first time a step of the
+// round asks (an abort's rollback, the traffic weights), and gives the
+// same list to the next.
+func (rd *round) workloadPods(ctx context.Context) ([]*corev1.Pod, error) {
+	if !rd.podsRead {
+		pods, err := rd.wl.Pods(ctx, rd.obs)
+		if err != nil {
+			return nil, err
+		}
+		rd.pods, rd.podsRead = pods, true
+	}
+	return rd.pods, nil
 }
 
 // problem is a condition that prevented a decision. A terminal one sets

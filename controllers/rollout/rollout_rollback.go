@@ -47,7 +47,7 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round) error {
 		// again on every round.
 		return nil
 	}
-	pods, err := wl.Pods(ctx, obs)
+	pods, err := rd.workloadPods(ctx)
 	if err != nil {
 		return err
 	}
@@ -86,8 +86,8 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round) error {
 	}
 
 	byUID := make(map[types.UID]*corev1.Pod, len(pods))
-	for i := range pods {
-		byUID[pods[i].UID] = &pods[i]
+	for _, pod := range pods {
+		byUID[pod.UID] = pod
 	}
 	act := &canaryDeletion{workload: wl, target: plan.Target}
 	for _, p := range plan.Delete {
@@ -105,8 +105,8 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round) error {
 // that says so (CanaryRollbackCondition) is written.
 type canaryDeletion struct {
 	workload workload.Workload
-	// pods are the Pods as read, planned what rollback.Decide says of
-	// each, in the same order.
+	// pods are the Pods as read (the cache's: read only), planned what
+	// rollback.Decide says of each, in the same order.
 	pods    []*corev1.Pod
 	planned []rollback.Pod
 	// target is the revision they come back on.

@@ -231,8 +231,7 @@ func routeNames(ro *v1alpha1.Rollout) string {
 // plan's way (returned as a stallError). The next round's decision reads
 // status.traffic.step for the step's gate.
 func (r *Reconciler) routeTraffic(ctx context.Context, rd *round) (requeue time.Duration, hold bool, err error) {
-	wl, obs, in := rd.wl, rd.obs, rd.input
-	ro := rd.ro
+	ro, in := rd.ro, rd.input
 	tr := ro.Spec.TrafficRouting
 	st := &ro.Status
 	target := trafficTarget(ro)
@@ -249,7 +248,7 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round) (requeue time.
 		behind  bool
 	)
 	if tr != nil {
-		if tin, stepIdx, err = r.trafficInput(ctx, ro, wl, obs, in); err != nil {
+		if tin, stepIdx, err = r.trafficInput(ctx, rd); err != nil {
 			return 0, true, err
 		}
 		// The workload reports ready canary Pods that the Pod cache does
@@ -321,15 +320,15 @@ func (r *Reconciler) routeTraffic(ctx context.Context, rd *round) (requeue time.
 // trafficInput counts the workload's Pods by revision and readiness and
 // says where the Rollout stands, for traffic.Decide; stepIdx is the step
 // whose gate passed, nil when none did.
-func (r *Reconciler) trafficInput(ctx context.Context, ro *v1alpha1.Rollout, wl workload.Workload, obs workload.Observation, in step.Input) (traffic.Input, *int32, error) {
+func (r *Reconciler) trafficInput(ctx context.Context, rd *round) (traffic.Input, *int32, error) {
+	ro, in := rd.ro, rd.input
 	st := &ro.Status
-	pods, err := wl.Pods(ctx, obs)
+	pods, err := rd.workloadPods(ctx)
 	if err != nil {
 		return traffic.Input{}, nil, err
 	}
 	var stableReady, canaryReady, onCanary int32
-	for i := range pods {
-		p := &pods[i]
+	for _, p := range pods {
 		rev := p.Labels[appsv1.ControllerRevisionHashLabelKey]
 		if st.CanaryRevision != "" && rev == st.CanaryRevision {
 			onCanary++

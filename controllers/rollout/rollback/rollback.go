@@ -231,10 +231,9 @@ func count(n int, noun string) string {
 
 // FromPods reads Pods as Decide sees them. setName is the workload's name,
 // from which a StatefulSet names its Pods "<setName>-<ordinal>".
-func FromPods(pods []corev1.Pod, setName string, revisionLabel string, minReadySeconds int32, now time.Time) []Pod {
+func FromPods(pods []*corev1.Pod, setName string, revisionLabel string, minReadySeconds int32, now time.Time) []Pod {
 	out := make([]Pod, 0, len(pods))
-	for i := range pods {
-		pod := &pods[i]
+	for _, pod := range pods {
 		out = append(out, Pod{
 			Name:        pod.Name,
 			UID:         pod.UID,

@@ -142,7 +142,7 @@ func (b *base) PodNames(ctx context.Context, obs Observation, revision string) (
 // Pods lists the workload's Pods from the cache: those its selector
 // matches and whose controller is the workload (the UID observed), so that
 // another workload's Pods under an overlapping selector are never touched.
-func (b *base) Pods(ctx context.Context, obs Observation) ([]corev1.Pod, error) {
+func (b *base) Pods(ctx context.Context, obs Observation) ([]*corev1.Pod, error) {
 	if obs.Selector == nil || obs.Selector.Empty() {
 		return nil, nil
 	}
@@ -150,12 +150,10 @@ func (b *base) Pods(ctx context.Context, obs Observation) ([]corev1.Pod, error) 
 	if err != nil {
 		return nil, fmt.Errorf("listing Pods of %s: %w", b.describe(), err)
 	}
-	pods := make([]corev1.Pod, 0, len(list))
+	pods := make([]*corev1.Pod, 0, len(list))
 	for _, pod := range list {
 		if owner := metav1.GetControllerOfNoCopy(pod); owner != nil && owner.UID == obs.UID {
-			// A copy, as the List through the cache gave, so that the
-			// callers own what they get.
-			pods = append(pods, *pod.DeepCopy())
+			pods = append(pods, pod)
 		}
 	}
 	return pods, nil
@@ -164,7 +162,10 @@ func (b *base) Pods(ctx context.Context, obs Observation) ([]corev1.Pod, error) 
 // DeletePod deletes one Pod with its UID as a precondition.
 func (b *base) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	uid := pod.UID
-	err := b.c.Writer.Delete(ctx, pod, client.Preconditions{UID: &uid})
+	// By name: pod may be the cache's own object, which the client must
+	// not be handed to write into.
+	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	err := b.c.Writer.Delete(ctx, target, client.Preconditions{UID: &uid})
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

@@ -57,8 +57,9 @@ type Workload interface {
 	// ControllerRevision nor a Pod on it exists any more.
 	Revision(ctx context.Context, obs Observation, name string) (Revision, error)
 	// Pods lists the Pods the workload controls (its controller owner
-	// reference), from the cache.
-	Pods(ctx context.Context, obs Observation) ([]corev1.Pod, error)
+	// reference), from the cache. They are the cache's own objects, not
+	// copies (a round reads 1000 Pods at a time): read only.
+	Pods(ctx context.Context, obs Observation) ([]*corev1.Pod, error)
 	// DeletePod deletes pod, only while it is the Pod that was read (its
 	// UID is a precondition), so that a Pod a StatefulSet recreated under
 	// the same name is never deleted for its predecessor. A Pod already
