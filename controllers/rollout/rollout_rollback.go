@@ -116,8 +116,8 @@ type canaryDeletion struct {
 // deleteCanaries deletes what a round's rollback planned. The Event is
 // recorded also when a deletion fails after others: what was deleted is
 // done, and the next round, which plans again from the Pods, does not
-// repeat it. A round queued meanwhile may start before the Pod cache shows
-// a deletion (the status write no longer stands between them), so each
+// repeat it. The deletions are the round's last act, so a round queued
+// meanwhile starts at once, possibly before the Pod cache shows them: each
 // deleted Pod is remembered until it does.
 func (r *Reconciler) deleteCanaries(ctx context.Context, ro *v1alpha1.Rollout, act *canaryDeletion) error {
 	key := client.ObjectKeyFromObject(ro)
