@@ -29,4 +29,11 @@
 //   - Decide: the weighted share of passing metrics, 0-100, against the
 //     pass and marginal thresholds; a critical metric that fails aborts
 //     whatever the score.
+//
+// # Stability
+//
+// This package is for other programs to import. While Stepwise's API is
+// v1alpha1, an exported name may change in a minor release; every such
+// change is in the CHANGELOG. It imports nothing of Stepwise's but
+// pkg/analysis (docs/architecture.md).
 package judge
