@@ -64,9 +64,9 @@ func fromStepStatus(st *v1alpha1.RolloutStatus, s step.Status) {
 	st.StableRevision = s.StableRevision
 	st.PreviousStableRevisions = s.PreviousStableRevisions
 	st.CanaryRevision = s.CanaryRevision
-	st.StepStartedAt = timePtr(s.StepStartedAt)
-	st.StepReadyAt = timePtr(s.StepReadyAt)
-	st.LastProgressAt = timePtr(s.LastProgressAt)
+	st.StepStartedAt = v1alpha1.StatusTime(s.StepStartedAt)
+	st.StepReadyAt = v1alpha1.StatusTime(s.StepReadyAt)
+	st.LastProgressAt = v1alpha1.StatusTime(s.LastProgressAt)
 	st.UpdatedReadyReplicas = s.UpdatedReadyReplicas
 	st.PauseRequested = s.PauseRequested
 	st.PromotedFull = s.PromotedFull
@@ -123,14 +123,6 @@ func timeOf(t *metav1.Time) time.Time {
 		return time.Time{}
 	}
 	return t.Time
-}
-
-func timePtr(t time.Time) *metav1.Time {
-	if t.IsZero() {
-		return nil
-	}
-	mt := metav1.NewTime(t).Rfc3339Copy()
-	return &mt
 }
 
 // setConditions summarizes the round in Flux's conditions, which kstatus

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/Masterminds/semver/v3"
 
@@ -90,7 +89,7 @@ func checkVersion(policy *v1alpha1.VersionPolicy, updateRevision string, update,
 // versionOf reads an image's tag as a semantic version; problem says why it
 // cannot.
 func versionOf(image string) (*semver.Version, string) {
-	tag := imageTag(image)
+	tag := v1alpha1.ImageTag(image)
 	if tag == "" {
 		return nil, fmt.Sprintf("image %q has no tag to read a version from", image)
 	}
@@ -99,19 +98,4 @@ func versionOf(image string) (*semver.Version, string) {
 		return nil, fmt.Sprintf("tag %q of image %q is not a semantic version", tag, image)
 	}
 	return v, ""
-}
-
-// imageTag returns the tag of an image reference ("" when none): the part
-// after the last colon of the last path element, before any digest, so that
-// a registry port (host:5000/app) is not taken for a tag.
-func imageTag(image string) string {
-	if i := strings.IndexByte(image, '@'); i >= 0 {
-		image = image[:i]
-	}
-	slash := strings.LastIndexByte(image, '/')
-	colon := strings.LastIndexByte(image, ':')
-	if colon <= slash {
-		return ""
-	}
-	return image[colon+1:]
 }

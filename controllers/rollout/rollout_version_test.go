@@ -7,27 +7,6 @@ import (
 	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 )
 
-func TestImageTag(t *testing.T) {
-	for image, want := range map[string]string{
-		"web:1.2.3":                          "1.2.3",
-		"registry.example.com/web:v2.0.0":    "v2.0.0",
-		"registry.example.com:5000/web:1.0":  "1.0",
-		"registry.example.com:5000/web":      "",
-		"web":                                "",
-		"web:1.2.3@sha256:0123456789abcdef":  "1.2.3",
-		"web@sha256:0123456789abcdef":        "",
-		"ghcr.io/org/team/web:1.2.3-rc.1":    "1.2.3-rc.1",
-		"localhost:5000/org/web:2026.01.02":  "2026.01.02",
-		"registry.example.com/web:latest":    "latest",
-		"registry.example.com/web:":          "",
-		"registry.example.com:5000/web:sha1": "sha1",
-	} {
-		if got := imageTag(image); got != want {
-			t.Errorf("imageTag(%q) = %q, want %q", image, got, want)
-		}
-	}
-}
-
 func TestCheckVersion(t *testing.T) {
 	policy := func(constraint string) *v1alpha1.VersionPolicy {
 		return &v1alpha1.VersionPolicy{Container: "app", Constraint: constraint}

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,24 +135,13 @@ func managerOf(u *unstructured.Unstructured) Manager {
 		}
 	}
 	if m.Version == "" {
-		m.Version = imageTag(m.Image)
+		m.Version = v1alpha1.ImageTag(m.Image)
 	}
 	if n, found, _ := unstructured.NestedInt64(u.Object, "spec", "replicas"); found {
 		m.Replicas = n
 	}
 	m.Ready, _, _ = unstructured.NestedInt64(u.Object, "status", "readyReplicas")
 	return m
-}
-
-// imageTag is the tag of an image reference, "" when it has none
-// (registry.example.com:5000/stepwise@sha256:... has none).
-func imageTag(image string) string {
-	image, _, _ = strings.Cut(image, "@")
-	slash := strings.LastIndex(image, "/")
-	if colon := strings.LastIndex(image, ":"); colon > slash {
-		return image[colon+1:]
-	}
-	return ""
 }
 
 // WriteVersions prints the plugin's version and, unless managers is nil,

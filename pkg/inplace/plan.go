@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stepwise-dev/stepwise/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -120,7 +121,7 @@ func planUpdate(pod *corev1.Pod, spec *UpdateSpec, opts UpdateOptions, now, fals
 	if len(batches) == 0 {
 		return plan, nil
 	}
-	notBefore := ceilSecond(falseSince.Add(time.Duration(opts.GracePeriodSeconds) * time.Second))
+	notBefore := v1alpha1.CeilSecond(falseSince.Add(time.Duration(opts.GracePeriodSeconds) * time.Second))
 	switch {
 	case opts.GracePeriodSeconds > 0 && now.Before(notBefore):
 		plan.grace = &Grace{Revision: spec.Revision, Images: pick(targets, batches[0]), NotBefore: metav1.NewTime(notBefore)}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,15 +154,6 @@ func writeRecords(pod *corev1.Pod, state *State, grace *Grace) error {
 	}
 	pod.Annotations[v1alpha1.InPlaceUpdateGraceAnnotation] = string(raw)
 	return nil
-}
-
-// ceilSecond rounds t up to a whole second, so that a time stored with
-// second precision is never earlier than intended.
-func ceilSecond(t time.Time) time.Time {
-	if r := t.Truncate(time.Second); !r.Equal(t) {
-		return r.Add(time.Second)
-	}
-	return t
 }
 
 // addUnique appends names not yet in list and returns the sorted result.

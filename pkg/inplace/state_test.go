@@ -128,13 +128,4 @@ func TestMakeBatches(t *testing.T) {
 	}
 }
 
-func TestCeilSecond(t *testing.T) {
-	if got := ceilSecond(epoch); !got.Equal(epoch) {
-		t.Errorf("ceilSecond(whole) = %v", got)
-	}
-	if got := ceilSecond(epoch.Add(time.Millisecond)); !got.Equal(epoch.Add(time.Second)) {
-		t.Errorf("ceilSecond(+1ms) = %v", got)
-	}
-}
-
 func ptrTo(s string) *string { return &s }

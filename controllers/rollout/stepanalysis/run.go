@@ -139,7 +139,7 @@ func Run(ctx context.Context, in Input, m Measurer) (Result, error) {
 		}
 		if ms.FirstMeasurementAt == nil {
 			s := schedule(metric, in.Spec, readyAt)
-			ms.FirstMeasurementAt = timePtr(s.first)
+			ms.FirstMeasurementAt = v1alpha1.StatusTime(s.first)
 			ms.Lookback = s.lookback
 			res.Events = append(res.Events, in.event(corev1.EventTypeNormal, v1alpha1.EventMeasurementScheduled,
 				"metric %s: first measurement at %s: %s", metric.Name, s.first.UTC().Format(time.RFC3339), s.why))
@@ -263,7 +263,7 @@ func resume(in Input) (_ v1alpha1.AnalysisStatus, started bool) {
 		a := *in.Status.DeepCopy()
 		if a.CanaryReadyAt == nil {
 			// A tally written before canaryReadyAt existed.
-			a.CanaryReadyAt = timePtr(in.CanaryReadyAt)
+			a.CanaryReadyAt = v1alpha1.StatusTime(in.CanaryReadyAt)
 		}
 		if a.Phase == "" {
 			a.Phase = v1alpha1.AnalysisRunning
@@ -274,7 +274,7 @@ func resume(in Input) (_ v1alpha1.AnalysisStatus, started bool) {
 		StepIndex:     in.StepIndex,
 		Revision:      in.Revision,
 		StartedAt:     metav1.NewTime(in.StartedAt).Rfc3339Copy(),
-		CanaryReadyAt: timePtr(in.CanaryReadyAt),
+		CanaryReadyAt: v1alpha1.StatusTime(in.CanaryReadyAt),
 		Phase:         v1alpha1.AnalysisRunning,
 	}, true
 }
@@ -332,7 +332,7 @@ func tally(ms *v1alpha1.MetricStatus, m analysis.Measurement, limits analysis.Li
 	if m.Value != nil {
 		ms.LastValue = formatValue(m.Value)
 	}
-	ms.LastMeasuredAt = timePtr(now)
+	ms.LastMeasuredAt = v1alpha1.StatusTime(now)
 	ms.Phase = v1alpha1.AnalysisPhase(v.Phase)
 	return v
 }
@@ -362,14 +362,6 @@ func formatValue(v *float64) string {
 		return ""
 	}
 	return strconv.FormatFloat(*v, 'g', -1, 64)
-}
-
-func timePtr(t time.Time) *metav1.Time {
-	if t.IsZero() {
-		return nil
-	}
-	mt := metav1.NewTime(t).Rfc3339Copy()
-	return &mt
 }
 
 func deref[T any](p *T, def T) T {

@@ -15,10 +15,10 @@ import (
 func TestNextDueIsTheEarliest(t *testing.T) {
 	now := at(10)
 	a := []v1alpha1.MetricStatus{
-		{Name: "a", Phase: v1alpha1.AnalysisRunning, LastMeasuredAt: timePtr(at(5))},
-		{Name: "b", Phase: v1alpha1.AnalysisRunning, LastMeasuredAt: timePtr(at(-10))},
-		{Name: "c", Phase: v1alpha1.AnalysisPassed, LastMeasuredAt: timePtr(at(-19))},
-		{Name: "d", Phase: v1alpha1.AnalysisRunning, FirstMeasurementAt: timePtr(at(100))},
+		{Name: "a", Phase: v1alpha1.AnalysisRunning, LastMeasuredAt: v1alpha1.StatusTime(at(5))},
+		{Name: "b", Phase: v1alpha1.AnalysisRunning, LastMeasuredAt: v1alpha1.StatusTime(at(-10))},
+		{Name: "c", Phase: v1alpha1.AnalysisPassed, LastMeasuredAt: v1alpha1.StatusTime(at(-19))},
+		{Name: "d", Phase: v1alpha1.AnalysisRunning, FirstMeasurementAt: v1alpha1.StatusTime(at(100))},
 	}
 	// b, measured 20s ago in a second stored to its start, is due 11s from
 	// now; passed metric c is not measured again; d waits for its first.

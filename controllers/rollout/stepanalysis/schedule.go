@@ -40,7 +40,7 @@ func renderProbe(query string, args map[string]string) (string, error) {
 // never early.
 func schedule(m v1alpha1.Metric, spec v1alpha1.AnalysisSpec, readyAt time.Time) plan {
 	margin, delay := spec.ScrapeMargin.Duration, spec.InitialDelay.Duration
-	at := func(d time.Duration) time.Time { return ceilSecond(readyAt.Add(d)) }
+	at := func(d time.Duration) time.Time { return v1alpha1.CeilSecond(readyAt.Add(d)) }
 	if m.Job != nil {
 		// A Job reads no window of its own: it only waits for the
 		// canary's readiness, and initialDelay (a warm-up) if longer.
@@ -142,13 +142,4 @@ func nextDue(metrics []v1alpha1.MetricStatus, interval time.Duration, now time.T
 		}
 	}
 	return next
-}
-
-// ceilSecond rounds up to the second, so that a time status truncates is
-// never earlier than meant.
-func ceilSecond(t time.Time) time.Time {
-	if r := t.Truncate(time.Second); !r.Equal(t) {
-		return r.Add(time.Second)
-	}
-	return t
 }
