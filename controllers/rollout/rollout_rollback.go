@@ -85,17 +85,8 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round) error {
 		return nil
 	}
 
-	byUID := make(map[types.UID]*corev1.Pod, len(pods))
-	for _, pod := range pods {
-		byUID[pod.UID] = pod
-	}
-	act := &canaryDeletion{workload: wl, target: plan.Target}
-	for _, p := range plan.Delete {
-		act.pods = append(act.pods, byUID[p.UID])
-		act.planned = append(act.planned, p)
-	}
-	if len(act.planned) > 0 {
-		rd.canaryDeletion = act
+	if len(plan.Delete) > 0 {
+		rd.canaryDeletion = &canaryDeletion{workload: wl, pods: plan.Delete, target: plan.Target}
 	}
 	setCanaryRollback(ro, rd, metav1.ConditionTrue, v1alpha1.ReasonRollingBackCanaryPods, plan.Message())
 	return nil
@@ -105,10 +96,8 @@ func (r *Reconciler) rollBackCanaries(ctx context.Context, rd *round) error {
 // that says so (CanaryRollbackCondition) is written.
 type canaryDeletion struct {
 	workload workload.Workload
-	// pods are the Pods as read (the cache's: read only), planned what
-	// rollback.Decide says of each, in the same order.
-	pods    []*corev1.Pod
-	planned []rollback.Pod
+	// pods are the Pods to delete, as rollback.Decide read them.
+	pods []rollback.Pod
 	// target is the revision they come back on.
 	target string
 }
@@ -129,13 +118,13 @@ func (r *Reconciler) deleteCanaries(ctx context.Context, ro *v1alpha1.Rollout, a
 		r.event(ro, step.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventCanaryPodDeleted,
 			Message: rollback.DeletedNote(deleted, ro.Spec.WorkloadRef.Kind+" "+ro.Spec.WorkloadRef.Name, act.target)})
 	}()
-	for i, p := range act.planned {
-		if err := act.workload.DeletePod(ctx, act.pods[i]); err != nil {
+	for _, p := range act.pods {
+		if err := act.workload.DeletePod(ctx, p.Name, p.UID); err != nil {
 			return err
 		}
 		r.mem.deletedCanaries.deleted(key, p.UID)
 		deleted = append(deleted, p)
-		log.FromContext(ctx).Info("canary Pod deleted for rollback", "pod", act.pods[i].Name, "revision", p.Revision, "target", act.target)
+		log.FromContext(ctx).Info("canary Pod deleted for rollback", "pod", p.Name, "revision", p.Revision, "target", act.target)
 	}
 	return nil
 }

@@ -160,16 +160,13 @@ func (b *base) Pods(ctx context.Context, obs Observation) ([]*corev1.Pod, error)
 }
 
 // DeletePod deletes one Pod with its UID as a precondition.
-func (b *base) DeletePod(ctx context.Context, pod *corev1.Pod) error {
-	uid := pod.UID
-	// By name: pod may be the cache's own object, which the client must
-	// not be handed to write into.
-	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
-	err := b.c.Writer.Delete(ctx, target, client.Preconditions{UID: &uid})
+func (b *base) DeletePod(ctx context.Context, name string, uid types.UID) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.key.Namespace, Name: name}}
+	err := b.c.Writer.Delete(ctx, pod, client.Preconditions{UID: &uid})
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
-	return fmt.Errorf("deleting Pod %s of %s: %w", pod.Name, b.describe(), err)
+	return fmt.Errorf("deleting Pod %s of %s: %w", name, b.describe(), err)
 }
 
 // Revision reads the revision's ControllerRevision, which all three

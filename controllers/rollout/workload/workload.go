@@ -60,11 +60,11 @@ type Workload interface {
 	// reference), from the cache. They are the cache's own objects, not
 	// copies (a round reads 1000 Pods at a time): read only.
 	Pods(ctx context.Context, obs Observation) ([]*corev1.Pod, error)
-	// DeletePod deletes pod, only while it is the Pod that was read (its
-	// UID is a precondition), so that a Pod a StatefulSet recreated under
+	// DeletePod deletes the workload's Pod name, only while it is the Pod
+	// that was read (uid is a precondition), so that a Pod a StatefulSet recreated under
 	// the same name is never deleted for its predecessor. A Pod already
 	// gone or replaced is not an error.
-	DeletePod(ctx context.Context, pod *corev1.Pod) error
+	DeletePod(ctx context.Context, name string, uid types.UID) error
 }
 
 // Observation is what a workload reports.
