@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -159,6 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if round.gov, err = r.governance(ctx, cs); err != nil {
 		return ctrl.Result{}, err
 	}
+	revs.settle(pods, ptr.Deref(cs.Spec.Replicas, 0), r.engine.IsUpdating, round.gov.promoted)
 
 	if ok, waiting := r.mem.expectations.satisfied(req.NamespacedName, round.podsByName); !ok {
 		// The cache is behind our own writes; the watch event that catches

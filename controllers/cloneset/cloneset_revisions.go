@@ -129,6 +129,41 @@ func (r *Reconciler) syncRevisions(ctx context.Context, cs *stepwisev1.CloneSet,
 	return set, nil
 }
 
+// settle makes the revision every Pod runs the current one, when the
+// CloneSet runs it whole (its replica count, no Pod mid-update, none
+// terminating) and promoted says it may: the governing Rollout, if any,
+// made it stable. Until then that Rollout may still abort it (its
+// post-promotion analysis runs with every Pod updated), and the partition
+// it raises must take the Pods back to the revision before.
+//
+// It is decided from the Pods each round, not from status alone: a status
+// write that would have moved currentRevision can be lost to a template
+// change made at the same moment (a GitOps tool applying the next release
+// as soon as the last one is Healthy), and the next release's partition
+// would then keep its Pods on the revision before the last one, rolling
+// the Pods that run the last release back to it.
+func (s *revisionSet) settle(pods []*corev1.Pod, replicas int32, isUpdating func(*corev1.Pod) bool, promoted func(string) bool) {
+	whole := ""
+	var running int32
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil || isUpdating(pod) {
+			return
+		}
+		rev := pod.Labels[RevisionLabel]
+		if whole != "" && rev != whole {
+			return
+		}
+		whole = rev
+		running++
+	}
+	if running != replicas || whole == "" || whole == s.current.Name || !promoted(whole) {
+		return
+	}
+	if rev, ok := s.byName[whole]; ok {
+		s.current = rev
+	}
+}
+
 func (r *Reconciler) createRevision(ctx context.Context, cs *stepwisev1.CloneSet, name string, data []byte, number int64) (*appsv1.ControllerRevision, error) {
 	rev := &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{

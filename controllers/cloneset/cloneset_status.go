@@ -91,15 +91,6 @@ func computeStatus(cs *stepwisev1.CloneSet, counts podCounts, revs *revisionSet,
 			cc := revs.collisionCount
 			status.CollisionCount = &cc
 		}
-		// currentRevision moves once every Pod runs the update revision
-		// and the governing Rollout, if any, made it stable: until then
-		// that Rollout may still abort it (its post-promotion analysis
-		// runs with every Pod updated), and the partition it raises must
-		// take the Pods back to the revision before.
-		desired := ptr.Deref(cs.Spec.Replicas, 0)
-		if counts.updated == desired && counts.replicas == desired && counts.updating == 0 && gov.promoted(revs.update.Name) {
-			status.CurrentRevision = revs.update.Name
-		}
 	}
 	if gov.known {
 		status.Rollout = gov.governor(status.UpdateRevision)
