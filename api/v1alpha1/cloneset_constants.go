@@ -101,7 +101,9 @@ const (
 	EventInvalidSpec = "InvalidSpec"
 	// EventNewRevision: the template changed, so the update revision did.
 	EventNewRevision = "NewRevision"
-	// EventUpdateComplete: every Pod runs the update revision.
+	// EventUpdateComplete: every Pod runs the revision they were updated
+	// to, which status now names as current (usually the update revision;
+	// the one before it when the next template came before status said so).
 	EventUpdateComplete = "UpdateComplete"
 	// EventReady: the CloneSet became Ready.
 	EventReady = "Ready"

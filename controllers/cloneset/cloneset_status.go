@@ -183,7 +183,10 @@ func (r *Reconciler) emitStatusEvents(before *stepwisev1.CloneSet, after *stepwi
 	if before.Status.UpdateRevision != "" && after.UpdateRevision != before.Status.UpdateRevision {
 		r.event(cs, corev1.EventTypeNormal, stepwisev1.EventNewRevision, fmt.Sprintf("template changed: update revision is now %s (current %s)", after.UpdateRevision, after.CurrentRevision))
 	}
-	if after.CurrentRevision != before.Status.CurrentRevision && before.Status.CurrentRevision != "" && after.CurrentRevision == after.UpdateRevision {
+	// The current revision moves only to the revision every Pod runs
+	// (revisionSet.settle): usually the update revision, or the last one a
+	// status write lost to the next template did not record.
+	if after.CurrentRevision != before.Status.CurrentRevision && before.Status.CurrentRevision != "" {
 		r.event(cs, corev1.EventTypeNormal, stepwisev1.EventUpdateComplete, fmt.Sprintf("every Pod runs revision %s", after.CurrentRevision))
 	}
 	// FailedUpdate and scale failures get their Event where they happen;
