@@ -175,7 +175,7 @@ test-integration: test-assets ## Controllers against a real kube-apiserver + etc
 
 .PHONY: test-docs
 test-docs: test-assets build ## Every shell block of README.md, docs/ and examples/*/README.md run in order against a kwok cluster per file (or marked not runnable, with the reason).
-	$(TEST_GO) test -count=1 ./docs -timeout 30m -v
+	$(TEST_GO) test -count=1 ./docs -timeout 30m -v 2>&1 | $(TEST_SUMMARY)
 
 # Where test-e2e writes its full log: a new temporary directory per run
 # unless LOG_DIR names one (.ci/run does, for all of its run's logs).

@@ -36,6 +36,11 @@ var setups = map[string]func(b Block, dir string, env []string) error{
 	},
 }
 
+// runSetup runs a "run: COMMAND" setup. A setup that removes an install
+// must keep its CRDs, as helm uninstall does: a CRD deleted seconds after
+// it was created can stay Terminating for minutes (the API server's CRD
+// finalizer fails with "could not list instances: storage is
+// (re)initializing" and backs off), longer than blockTimeout.
 func runSetup(dir string, env []string, script string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), blockTimeout)
 	defer cancel()
@@ -225,9 +230,11 @@ func runFile(t *testing.T, root, bin string, blocks []Block) (ran, skipped int) 
 			continue
 		}
 		if b.Marker == Setup {
+			start := time.Now()
 			if err := setupFor(b.Arg)(b, dir, env); err != nil {
-				t.Fatalf("%s: test-setup %s: %v", b, b.Arg, err)
+				t.Fatalf("%s: test-setup %s: %v after %s", b, b.Arg, err, time.Since(start).Round(time.Millisecond))
 			}
+			t.Logf("%s: test-setup %s: ok (%s)", b, b.Arg, time.Since(start).Round(time.Millisecond))
 		}
 		script := scriptFor(b, state)
 		if b.Marker == Serve {
