@@ -3,25 +3,30 @@
 // spec.steps, checking Prometheus between steps, and promotes or aborts by
 // itself.
 //
-// A reconcile has the same shape every time:
+// A reconcile has the same shape every time (the round, rollout_round.go):
 //
-//  1. Get the Rollout; one deferred function summarizes the conditions and
-//     patches the status (optimistic lock, so a stale cached read can never
-//     write an old step back), then records Events and metrics.
-//  2. Stop, stalled, when an older Rollout drives the same workload (the
-//     oldest by creation, then name, drives it); otherwise observe the
-//     workload through its adapter (package workload).
-//  3. Gather the step decision's input (resolved steps, the status, the
-//     workload, the analysis verdict kept in status, the request annotations,
-//     the version policy) and let step.Decide, which is pure, decide.
-//  4. Act: apply the decided partition with server-side apply (field manager
-//     "stepwise-rollout"), looking for other writers of it only when the
-//     workload does not hold what was set; then run the analysis, at most one
-//     measurement per metric per reconcile, when due. After an abort, on a
-//     workload that does not move Pods back when the partition rises (a
-//     StatefulSet, an OpenKruise CloneSet without CloneSetPartitionRollback),
-//     delete the canary Pods the pure rollback.Decide picks, within the
-//     workload's budget, so that it recreates them on the stable revision.
+//  1. Read: the Rollout, as it stands after this controller's last write
+//     of it; then stop, stalled, when an older Rollout drives the same
+//     workload (the oldest by creation, then name, drives it); otherwise
+//     observe the workload through its adapter (package workload).
+//  2. Decide, with pure functions: step.Decide (phase, step, partition)
+//     from the resolved steps, the status, the workload, the analysis
+//     verdict kept in status, the request annotations and the version
+//     policy; after an abort, rollback.Decide picks the canary Pods to
+//     delete on a workload that does not move Pods back when the partition
+//     rises (a StatefulSet, an OpenKruise CloneSet without
+//     CloneSetPartitionRollback); traffic.Changes the route and Service
+//     writes; the analysis takes at most one measurement per metric when
+//     due.
+//  3. Write the status once (finish, rollout_finish.go: summarized
+//     conditions, optimistic lock, so a stale read can never write an old
+//     step back), then record the Events, metrics and notification.
+//  4. Act, only once that write has landed: the traffic writes, the
+//     partition (server-side apply, field manager "stepwise-rollout"), the
+//     canary Pod deletions. Had the write been lost, nothing would record
+//     the act, and the next round would undo or repeat it. For a governed
+//     Stepwise CloneSet the partition is the grant in the status: the
+//     write is the act.
 //  5. Requeue at the earliest time-driven event (a pause ending, the next
 //     measurement, a progress deadline); everything else arrives by watch.
 //

@@ -269,8 +269,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return ctrl.Result{RequeueAfter: requeue}, err
 }
 
-// reconcileRollout observes the workload, decides, and acts: partition
-// first (the decision's main act), then the analysis.
+// reconcileRollout observes the workload and decides: the step, then what
+// the round writes (partition, rollback deletions, traffic), then the
+// analysis. It writes nothing but the analysis' Jobs; finish writes the
+// status and then what rd holds.
 func (r *Reconciler) reconcileRollout(ctx context.Context, rd *round) (time.Duration, error) {
 	ro := rd.ro
 	if err := r.mem.validations.Validate(ro); err != nil {
