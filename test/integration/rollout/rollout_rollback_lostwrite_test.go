@@ -78,14 +78,7 @@ func TestALostRollbackStatusWriteDeletesNoPod(t *testing.T) {
 			})
 		}
 	})
-	ref := stepwisev1.WorkloadReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
-	createRollout(t, newRollout(ns, "db", ref, stepAt(num(2), pauseForPromote()), stepAt(num(0))))
-	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
-	commitStatefulSet(t, ns, "db", "2.0.0-bad")
-	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) {
-		stepIs(g, ro, 0)
-		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
-	})
+	canariesAwaitingPromotion(t, ns)
 
 	annotate(t, ns, "db", stepwisev1.AbortAtAnnotation)
 	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) {

@@ -61,15 +61,7 @@ func TestAnAbortRollsStatefulSetCanariesBackOneAtATime(t *testing.T) {
 	labels := map[string]string{"app": "db"}
 	pilotedStatefulSet(t, ns, "db", 4, "1.0.0")
 	ctrl := startController(t, ns)
-	ref := stepwisev1.WorkloadReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
-	createRollout(t, newRollout(ns, "db", ref, stepAt(num(2), pauseForPromote()), stepAt(num(0))))
-	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
-
-	commitStatefulSet(t, ns, "db", "2.0.0-bad")
-	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) {
-		stepIs(g, ro, 0)
-		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
-	})
+	canariesAwaitingPromotion(t, ns)
 	if got := revisions(t, ns, labels); fmt.Sprint(got) != fmt.Sprint(map[string]string{"db-0": "db-1-0-0", "db-1": "db-1-0-0", "db-2": "db-2-0-0-bad", "db-3": "db-2-0-0-bad"}) {
 		t.Fatalf("Pods before the abort: %v, want db-2 and db-3 on the canary", got)
 	}
@@ -348,4 +340,19 @@ func sortedByTime(evs []eventsv1.Event) []eventsv1.Event {
 	out := slices.Clone(evs)
 	slices.SortStableFunc(out, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
 	return out
+}
+
+// canariesAwaitingPromotion walks StatefulSet db of ns (4 Pods on 1.0.0)
+// to a bad release whose first step, 2 canaries (db-2, db-3), waits for a
+// promotion: the moment an abort is tested from.
+func canariesAwaitingPromotion(t *testing.T, ns string) {
+	t.Helper()
+	ref := stepwisev1.WorkloadReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}
+	createRollout(t, newRollout(ns, "db", ref, stepAt(num(2), pauseForPromote()), stepAt(num(0))))
+	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) { kstatusHealthy(g, ro) })
+	commitStatefulSet(t, ns, "db", "2.0.0-bad")
+	eventually(t, ns, "db", func(g Gomega, ro *stepwisev1.Rollout) {
+		stepIs(g, ro, 0)
+		g.Expect(ro.Status.Reason).To(Equal(stepwisev1.ReasonAwaitingPromotion))
+	})
 }
