@@ -174,10 +174,12 @@ test-integration: test-assets ## Controllers against a real kube-apiserver + etc
 	KUBE_CACHE_MUTATION_DETECTOR=true $(TEST_GO) test -count=1 -p 1 $(TEST_INTEGRATION_PKGS) -timeout 20m
 
 .PHONY: test-docs
-test-docs: test-assets build ## Every shell block of README.md, docs/ and examples/*/README.md run in order against a kwok cluster per file (or marked not runnable, with the reason).
-	$(TEST_GO) test -count=1 ./docs -timeout 30m -v 2>&1 | $(TEST_SUMMARY)
+test-docs: test-assets build ## Every shell block of README.md, docs/ and examples/*/README.md run in order against a kwok cluster per file (or marked not runnable, with the reason); prints where the full log is.
+	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-docs.XXXXXX)"; log="$$dir/docs.log"; \
+	echo "full docs log: $$log"; trap 'echo "full docs log: $$log"' EXIT; \
+	$(TEST_GO) test -count=1 ./docs -timeout 30m -v 2>&1 | tee "$$log" | $(TEST_SUMMARY)
 
-# Where test-e2e writes its full log: a new temporary directory per run
+# Where test-docs and test-e2e write their full logs: a new temporary directory per run
 # unless LOG_DIR names one (.ci/run does, for all of its run's logs).
 LOG_DIR ?=
 
