@@ -15,9 +15,9 @@
 //     policy; after an abort, rollback.Decide picks the canary Pods to
 //     delete on a workload that does not move Pods back when the partition
 //     rises (a StatefulSet, an OpenKruise CloneSet without
-//     CloneSetPartitionRollback); traffic.Changes the route and Service
-//     writes; the analysis takes at most one measurement per metric when
-//     due.
+//     CloneSetPartitionRollback); traffic.Decide the weights and matches,
+//     traffic.Changes the route and Service writes that carry them; the
+//     analysis takes at most one measurement per metric when due.
 //  3. Write the status once (finish, rollout_finish.go: summarized
 //     conditions, optimistic lock, so a stale read can never write an old
 //     step back), then record the Events, metrics and notification.
