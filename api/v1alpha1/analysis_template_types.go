@@ -237,6 +237,8 @@ type AnalysisTemplateSpec struct {
 // AnalysisTemplate is a namespaced, reusable analysis.
 // +kubebuilder:object:root=true
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:metadata:annotations="kustomize.toolkit.fluxcd.io/prune=disabled"
+// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Delete=false,Prune=false"
 type AnalysisTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -255,6 +257,8 @@ type AnalysisTemplateList struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:metadata:annotations="kustomize.toolkit.fluxcd.io/prune=disabled"
+// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Delete=false,Prune=false"
 type ClusterAnalysisTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -362,6 +362,8 @@ type CloneSetGovernor struct {
 // +kubebuilder:printcolumn:name="READY",type=integer,JSONPath=`.status.readyReplicas`,description="Ready Pods"
 // +kubebuilder:printcolumn:name="TOTAL",type=integer,JSONPath=`.status.replicas`,description="Pods owned"
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:metadata:annotations="kustomize.toolkit.fluxcd.io/prune=disabled"
+// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Delete=false,Prune=false"
 type CloneSet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

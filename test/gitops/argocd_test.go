@@ -38,6 +38,8 @@ type argoCD struct {
 	repo *repo
 	ns   string // the Application's namespace (argocd)
 	dest string // the app's namespace
+	// server is the bed's cluster as the Applications' destination names it.
+	server string
 }
 
 func startRedis(t *testing.T) string {
@@ -134,7 +136,7 @@ func startArgoCD(t *testing.T, b *bed, r *repo) *argoCD {
 	if err := b.client.Create(ctx, app); err != nil {
 		t.Fatalf("creating Application %s: %v", app.GetName(), err)
 	}
-	return &argoCD{bed: b, repo: r, ns: ns, dest: dest}
+	return &argoCD{bed: b, repo: r, ns: ns, dest: dest, server: server}
 }
 
 // registerCluster writes the bed's cluster as an Argo CD cluster Secret
@@ -254,5 +256,61 @@ func TestArgoCD(t *testing.T) {
 	r := startGitServer(t).newRepo(t, "stepwise")
 	first := r.commit("web 6.7.0 with its Rollout", appFiles(t, b.root, "6.7.0", b.prom.URL()))
 	a := startArgoCD(t, b, r)
-	runStories(t, &stand{bed: b, repo: r, ns: a.dest, status: a.status, tool: "Argo CD", interval: 5 * time.Second, ignoreRoute: a.ignoreRoute, first: first})
+	runStories(t, &stand{bed: b, repo: r, ns: a.dest, status: a.status, tool: "Argo CD", interval: 5 * time.Second, ignoreRoute: a.ignoreRoute,
+		installStepwise: a.installStepwise, uninstallStepwise: a.uninstallStepwise, first: first})
+}
+
+// installStepwise creates examples/argocd's Application "stepwise" over
+// path instead of the example's config/default (the test runs the manager
+// itself), with the finalizer that makes its deletion delete what it
+// applied, and waits until it has synced commit; it returns the kind and
+// name of each resource it tracks.
+func (a *argoCD) installStepwise(t *testing.T, path, commit string) []string {
+	t.Helper()
+	app := doc(t, a.bed.root, "examples/argocd/application.yaml", "stepwise")
+	set(t, app, a.repo.url, "spec", "source", "repoURL")
+	set(t, app, "main", "spec", "source", "targetRevision")
+	set(t, app, path, "spec", "source", "path")
+	set(t, app, a.server, "spec", "destination", "server")
+	app.SetFinalizers([]string{"resources-finalizer.argocd.argoproj.io"})
+	if err := a.bed.client.Create(t.Context(), app); err != nil {
+		t.Fatalf("creating Application %s: %v", app.GetName(), err)
+	}
+	var tracked []string
+	eventually(t, "Argo CD to sync "+path, func() (bool, string) {
+		u, err := a.bed.get(t.Context(), applicationGVK, a.ns, app.GetName())
+		if err != nil {
+			return false, err.Error()
+		}
+		sync, _, _ := unstructured.NestedString(u.Object, "status", "sync", "status")
+		rev, _, _ := unstructured.NestedString(u.Object, "status", "sync", "revision")
+		op, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "phase")
+		msg, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "message")
+		resources, _, _ := unstructured.NestedSlice(u.Object, "status", "resources")
+		tracked = tracked[:0]
+		for _, r := range resources {
+			if m, ok := r.(map[string]any); ok {
+				tracked = append(tracked, fmt.Sprintf("%s/%s", m["kind"], m["name"]))
+			}
+		}
+		return sync == "Synced" && rev == commit && op == "Succeeded", fmt.Sprintf("%s %s op=%s: %s", sync, short(rev), op, msg)
+	})
+	return tracked
+}
+
+// uninstallStepwise deletes Application "stepwise" and waits until it is
+// gone: its finalizer deletes what it applied first.
+func (a *argoCD) uninstallStepwise(t *testing.T) {
+	t.Helper()
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(applicationGVK)
+	app.SetNamespace(a.ns)
+	app.SetName("stepwise")
+	if err := a.bed.client.Delete(t.Context(), app); err != nil {
+		t.Fatalf("deleting Application stepwise: %v", err)
+	}
+	eventually(t, "Argo CD to delete what Application stepwise applied, then the Application", func() (bool, string) {
+		_, err := a.bed.get(t.Context(), applicationGVK, a.ns, "stepwise")
+		return apierrors.IsNotFound(err), fmt.Sprintf("Application stepwise: %v", err)
+	})
 }

@@ -141,5 +141,55 @@ func TestFlux(t *testing.T) {
 	r := startGitServer(t).newRepo(t, "stepwise")
 	first := r.commit("web 6.7.0 with its Rollout", appFiles(t, b.root, "6.7.0", b.prom.URL()))
 	f := startFlux(t, b, r)
-	runStories(t, &stand{bed: b, repo: r, ns: f.ns, status: f.status, tool: "Flux", interval: 10 * time.Second, setTimeout: f.setTimeout, first: first})
+	runStories(t, &stand{bed: b, repo: r, ns: f.ns, status: f.status, tool: "Flux", interval: 10 * time.Second, setTimeout: f.setTimeout,
+		installStepwise: f.installStepwise, uninstallStepwise: f.uninstallStepwise, first: first})
+}
+
+// installStepwise creates examples/flux's "stepwise" Kustomization over
+// path instead of the example's config/default (the test runs the manager
+// itself) and waits until it has applied commit; it returns the ids of its
+// inventory, what it will delete when the Kustomization is deleted.
+func (f *flux) installStepwise(t *testing.T, path, commit string) []string {
+	t.Helper()
+	ks := doc(t, f.bed.root, "examples/flux/kustomizations.yaml", "stepwise")
+	set(t, ks, "./"+path, "spec", "path")
+	if err := f.bed.client.Create(t.Context(), ks); err != nil {
+		t.Fatalf("creating Kustomization %s: %v", ks.GetName(), err)
+	}
+	var ids []string
+	eventually(t, "Flux to apply "+path, func() (bool, string) {
+		u, err := f.bed.get(t.Context(), kustomizationGVK, fluxNamespace, ks.GetName())
+		if err != nil {
+			return false, err.Error()
+		}
+		st, reason, msg := condition(u, "Ready")
+		applied, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+		entries, _, _ := unstructured.NestedSlice(u.Object, "status", "inventory", "entries")
+		ids = ids[:0]
+		for _, e := range entries {
+			if m, ok := e.(map[string]any); ok {
+				id, _ := m["id"].(string)
+				ids = append(ids, id)
+			}
+		}
+		return st == string(metav1.ConditionTrue) && strings.HasSuffix(applied, ":"+commit), fmt.Sprintf("Ready=%s %s %s: %s", st, reason, applied, msg)
+	})
+	return ids
+}
+
+// uninstallStepwise deletes Kustomization "stepwise" and waits until it is
+// gone: its finalizer deletes (prune: true) what it applied first.
+func (f *flux) uninstallStepwise(t *testing.T) {
+	t.Helper()
+	ks := &unstructured.Unstructured{}
+	ks.SetGroupVersionKind(kustomizationGVK)
+	ks.SetNamespace(fluxNamespace)
+	ks.SetName("stepwise")
+	if err := f.bed.client.Delete(t.Context(), ks); err != nil {
+		t.Fatalf("deleting Kustomization stepwise: %v", err)
+	}
+	eventually(t, "Flux to delete what Kustomization stepwise applied, then the Kustomization", func() (bool, string) {
+		_, err := f.bed.get(t.Context(), kustomizationGVK, fluxNamespace, "stepwise")
+		return apierrors.IsNotFound(err), fmt.Sprintf("Kustomization stepwise: %v", err)
+	})
 }

@@ -3,14 +3,17 @@ package gitops
 import (
 	"context"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,7 +38,14 @@ type stand struct {
 	// ignoreRoute, for Argo CD, takes the route's ignore rule out of the
 	// Application (false) or puts it back (true).
 	ignoreRoute func(t *testing.T, on bool)
-	first       string // the first commit, applied before the stories
+	// installStepwise creates the examples' "stepwise" object over path
+	// in git and waits until the tool has applied commit; it returns
+	// what the tool reports it applied. uninstallStepwise deletes that
+	// object, as a user tidying the tool's objects would, and waits until
+	// the tool has finished deleting what it applied.
+	installStepwise   func(t *testing.T, path, commit string) []string
+	uninstallStepwise func(t *testing.T)
+	first             string // the first commit, applied before the stories
 	rec         *recorder
 	// tag is the image tag git holds now.
 	tag string
@@ -59,6 +69,7 @@ func runStories(t *testing.T, s *stand) {
 		{"5-Prune", storyPrune},
 		{"4-PlanFromGit", storyPlan},
 		{"6-Traffic", storyTraffic},
+		{"8-Uninstall", storyUninstall},
 	} {
 		if !t.Run(st.name, func(t *testing.T) { st.run(t, s) }) {
 			return
@@ -309,4 +320,61 @@ func storyPlan(t *testing.T, s *stand) {
 	}
 	logTimeline(t, s.rec.since(t0))
 	s.release(t, "6.7.5")
+}
+
+var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// installPath is where storyUninstall commits Stepwise's CRDs, beside a
+// ConfigMap that has nothing to keep it from being deleted.
+const installPath = "install"
+
+// 8. The tool's object that installed Stepwise (the examples' "stepwise")
+// is deleted. The tool deletes what it applied, but the CRDs carry the
+// annotations that keep them (Flux's prune: disabled, Argo CD's
+// Delete=false): had they gone, every CloneSet and Rollout would have
+// gone with them, and the garbage collector would have deleted the Pods.
+func storyUninstall(t *testing.T, s *stand) {
+	files := map[string][]byte{}
+	var crds []string
+	bases := filepath.Join(s.bed.root, "config", "crd", "bases")
+	entries, err := os.ReadDir(bases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(bases, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[installPath+"/"+e.Name()] = b
+		crds = append(crds, readDocs(t, bases, e.Name())[0].GetName())
+	}
+	files[installPath+"/probe.yaml"] = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: uninstall-probe\n  namespace: " + s.ns + "\n")
+	before := s.bed.app(t.Context(), s.ns)
+	c := s.repo.commit("Stepwise's CRDs, and a ConfigMap", files)
+	s.rec.committed(c)
+	applied := strings.Join(s.installStepwise(t, installPath, c), " ")
+	for _, name := range append(crds, "uninstall-probe") {
+		if !strings.Contains(applied, name) {
+			t.Fatalf("%s did not apply %s; it applied %s", s.tool, name, applied)
+		}
+	}
+
+	t0 := time.Now()
+	s.uninstallStepwise(t)
+	logTimeline(t, s.rec.since(t0))
+	if err := s.bed.client.Get(t.Context(), types.NamespacedName{Namespace: s.ns, Name: "uninstall-probe"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s left ConfigMap uninstall-probe, which nothing keeps: %v", s.tool, err)
+	}
+	for _, name := range crds {
+		crd, err := s.bed.get(t.Context(), crdGVK, "", name)
+		if err != nil {
+			t.Errorf("CRD %s: %v", name, err)
+		} else if crd.GetDeletionTimestamp() != nil {
+			t.Errorf("CRD %s is being deleted", name)
+		}
+	}
+	if got := s.bed.app(t.Context(), s.ns); got.rolloutErr != nil || !maps.Equal(got.restarts, before.restarts) || !got.onlyImage(s.image(), replicas) {
+		t.Errorf("the app changed when %s deleted Stepwise's install: restarts %v, then %v; %s", s.tool, before.restarts, got.restarts, got)
+	}
 }
