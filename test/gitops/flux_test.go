@@ -142,23 +142,28 @@ func TestFlux(t *testing.T) {
 	first := r.commit("web 6.7.0 with its Rollout", appFiles(t, b.root, "6.7.0", b.prom.URL()))
 	f := startFlux(t, b, r)
 	runStories(t, &stand{bed: b, repo: r, ns: f.ns, status: f.status, tool: "Flux", interval: 10 * time.Second, setTimeout: f.setTimeout,
-		installStepwise: f.installStepwise, uninstallStepwise: f.uninstallStepwise, first: first})
+		installStepwise: f.installStepwise, stepwiseApplied: f.stepwiseApplied, uninstallStepwise: f.uninstallStepwise, first: first})
 }
 
 // installStepwise creates examples/flux's "stepwise" Kustomization over
 // path instead of the example's config/default (the test runs the manager
-// itself) and waits until it has applied commit; it returns the ids of its
-// inventory, what it will delete when the Kustomization is deleted.
-func (f *flux) installStepwise(t *testing.T, path, commit string) []string {
+// itself).
+func (f *flux) installStepwise(t *testing.T, path string) {
 	t.Helper()
 	ks := doc(t, f.bed.root, "examples/flux/kustomizations.yaml", "stepwise")
 	set(t, ks, "./"+path, "spec", "path")
 	if err := f.bed.client.Create(t.Context(), ks); err != nil {
 		t.Fatalf("creating Kustomization %s: %v", ks.GetName(), err)
 	}
+}
+
+// stepwiseApplied waits until Kustomization "stepwise" has applied commit
+// and returns the ids of its inventory: what it deletes when it is deleted.
+func (f *flux) stepwiseApplied(t *testing.T, commit string) []string {
+	t.Helper()
 	var ids []string
-	eventually(t, "Flux to apply "+path, func() (bool, string) {
-		u, err := f.bed.get(t.Context(), kustomizationGVK, fluxNamespace, ks.GetName())
+	eventually(t, "Kustomization stepwise to apply "+short(commit), func() (bool, string) {
+		u, err := f.bed.get(t.Context(), kustomizationGVK, fluxNamespace, "stepwise")
 		if err != nil {
 			return false, err.Error()
 		}

@@ -38,15 +38,17 @@ type stand struct {
 	// ignoreRoute, for Argo CD, takes the route's ignore rule out of the
 	// Application (false) or puts it back (true).
 	ignoreRoute func(t *testing.T, on bool)
-	// installStepwise creates the examples' "stepwise" object over path
-	// in git and waits until the tool has applied commit; it returns
-	// what the tool reports it applied. uninstallStepwise deletes that
-	// object, as a user tidying the tool's objects would, and waits until
-	// the tool has finished deleting what it applied.
-	installStepwise   func(t *testing.T, path, commit string) []string
+	// installStepwise creates the examples' "stepwise" object (a Flux
+	// Kustomization, an Argo CD Application) over path in git;
+	// stepwiseApplied waits until it has applied commit and returns what
+	// the tool tracks as applied. uninstallStepwise deletes that object,
+	// as a user tidying the tool's objects would, and waits until the tool
+	// has finished deleting what it applied.
+	installStepwise   func(t *testing.T, path string)
+	stepwiseApplied   func(t *testing.T, commit string) []string
 	uninstallStepwise func(t *testing.T)
 	first             string // the first commit, applied before the stories
-	rec         *recorder
+	rec               *recorder
 	// tag is the image tag git holds now.
 	tag string
 }
@@ -324,16 +326,23 @@ func storyPlan(t *testing.T, s *stand) {
 
 var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
-// installPath is where storyUninstall commits Stepwise's CRDs, beside a
-// ConfigMap that has nothing to keep it from being deleted.
+// installPath is where storyUninstall commits Stepwise's CRDs, beside
+// two ConfigMaps that have nothing to keep them from being deleted.
 const installPath = "install"
 
-// 8. The tool's object that installed Stepwise (the examples' "stepwise")
-// is deleted. The tool deletes what it applied, but the CRDs carry the
-// annotations that keep them (Flux's prune: disabled, Argo CD's
-// Delete=false): had they gone, every CloneSet and Rollout would have
-// gone with them, and the garbage collector would have deleted the Pods.
+// 8. Stepwise's install is deleted by the tool that applied it, in the two
+// ways a tool deletes: its object (the examples' "stepwise") is deleted,
+// and the install leaves git while the tool prunes. The tool deletes the
+// rest of what it applied, but not the CRDs: had one gone, every object of
+// its kind would have gone with it, CloneSets and Rollouts mid-release,
+// and the garbage collector would have deleted the CloneSets' Pods. Flux
+// keeps them for their kustomize.toolkit.fluxcd.io/prune: disabled (the
+// story fails without it). Argo CD 3 keeps any CRD on both paths: it never
+// deletes one with its Application, and its default annotation tracking
+// does not track CRDs; the CRDs' Prune=false and Delete=false are for
+// label tracking (Argo CD 2's default), which this bed does not run.
 func storyUninstall(t *testing.T, s *stand) {
+	before := s.bed.app(t.Context(), s.ns)
 	files := map[string][]byte{}
 	var crds []string
 	bases := filepath.Join(s.bed.root, "config", "crd", "bases")
@@ -349,32 +358,64 @@ func storyUninstall(t *testing.T, s *stand) {
 		files[installPath+"/"+e.Name()] = b
 		crds = append(crds, readDocs(t, bases, e.Name())[0].GetName())
 	}
-	files[installPath+"/probe.yaml"] = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: uninstall-probe\n  namespace: " + s.ns + "\n")
-	before := s.bed.app(t.Context(), s.ns)
-	c := s.repo.commit("Stepwise's CRDs, and a ConfigMap", files)
-	s.rec.committed(c)
-	applied := strings.Join(s.installStepwise(t, installPath, c), " ")
-	for _, name := range append(crds, "uninstall-probe") {
-		if !strings.Contains(applied, name) {
-			t.Fatalf("%s did not apply %s; it applied %s", s.tool, name, applied)
+	configMap := func(name string) []byte {
+		return []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: " + s.ns + "\n")
+	}
+	// probe shows that the tool deleted what it applied; anchor keeps the
+	// path in git once the rest has left it (Argo CD fails a sync of a
+	// path that is gone).
+	files[installPath+"/probe.yaml"] = configMap("uninstall-probe")
+	files[installPath+"/anchor.yaml"] = configMap("uninstall-anchor")
+	install := func(t *testing.T, commit string) {
+		t.Helper()
+		applied := strings.Join(s.stepwiseApplied(t, commit), " ")
+		for _, name := range append(crds, "uninstall-probe") {
+			if !strings.Contains(applied, name) {
+				t.Fatalf("%s did not apply %s; it applied %s", s.tool, name, applied)
+			}
+		}
+	}
+	kept := func(t *testing.T, how string) {
+		t.Helper()
+		if err := s.bed.client.Get(t.Context(), types.NamespacedName{Namespace: s.ns, Name: "uninstall-probe"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s left ConfigMap uninstall-probe when %s: %v", s.tool, how, err)
+		}
+		for _, name := range crds {
+			crd, err := s.bed.get(t.Context(), crdGVK, "", name)
+			if err != nil {
+				t.Errorf("CRD %s, when %s: %v", name, how, err)
+			} else if crd.GetDeletionTimestamp() != nil {
+				t.Errorf("CRD %s is being deleted: %s", name, how)
+			}
+		}
+		if got := s.bed.app(t.Context(), s.ns); got.rolloutErr != nil || !maps.Equal(got.restarts, before.restarts) || !got.onlyImage(s.image(), replicas) {
+			t.Errorf("the app changed when %s: restarts %v, then %v; %s", how, before.restarts, got.restarts, got)
 		}
 	}
 
-	t0 := time.Now()
-	s.uninstallStepwise(t)
-	logTimeline(t, s.rec.since(t0))
-	if err := s.bed.client.Get(t.Context(), types.NamespacedName{Namespace: s.ns, Name: "uninstall-probe"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
-		t.Errorf("%s left ConfigMap uninstall-probe, which nothing keeps: %v", s.tool, err)
-	}
-	for _, name := range crds {
-		crd, err := s.bed.get(t.Context(), crdGVK, "", name)
-		if err != nil {
-			t.Errorf("CRD %s: %v", name, err)
-		} else if crd.GetDeletionTimestamp() != nil {
-			t.Errorf("CRD %s is being deleted", name)
+	t.Run("ToolObjectDeleted", func(t *testing.T) {
+		c := s.repo.commit("Stepwise's CRDs, and ConfigMaps", files)
+		s.rec.committed(c)
+		s.installStepwise(t, installPath)
+		install(t, c)
+		t0 := time.Now()
+		s.uninstallStepwise(t)
+		logTimeline(t, s.rec.since(t0))
+		kept(t, s.tool+" deleted its object that installed Stepwise")
+	})
+	t.Run("PrunedFromGit", func(t *testing.T) {
+		s.installStepwise(t, installPath)
+		install(t, s.repo.head)
+		gone := map[string][]byte{installPath + "/probe.yaml": nil}
+		for _, e := range entries {
+			gone[installPath+"/"+e.Name()] = nil
 		}
-	}
-	if got := s.bed.app(t.Context(), s.ns); got.rolloutErr != nil || !maps.Equal(got.restarts, before.restarts) || !got.onlyImage(s.image(), replicas) {
-		t.Errorf("the app changed when %s deleted Stepwise's install: restarts %v, then %v; %s", s.tool, before.restarts, got.restarts, got)
-	}
+		c := s.repo.commit("no Stepwise", gone)
+		s.rec.committed(c)
+		t0 := time.Now()
+		s.stepwiseApplied(t, c)
+		logTimeline(t, s.rec.since(t0))
+		kept(t, "Stepwise's install left git and "+s.tool+" pruned")
+		s.uninstallStepwise(t)
+	})
 }
