@@ -257,7 +257,7 @@ func TestArgoCD(t *testing.T) {
 	first := r.commit("web 6.7.0 with its Rollout", appFiles(t, b.root, "6.7.0", b.prom.URL()))
 	a := startArgoCD(t, b, r)
 	runStories(t, &stand{bed: b, repo: r, ns: a.dest, status: a.status, tool: "Argo CD", interval: 5 * time.Second, ignoreRoute: a.ignoreRoute,
-		installStepwise: a.installStepwise, stepwiseApplied: a.stepwiseApplied, uninstallStepwise: a.uninstallStepwise, first: first})
+		installStepwise: a.installStepwise, stepwiseApplied: a.stepwiseApplied, uninstallStepwise: a.uninstallStepwise, trackCRD: trackCRD, first: first})
 }
 
 // installStepwise creates examples/argocd's Application "stepwise" over
@@ -304,6 +304,18 @@ func (a *argoCD) stepwiseApplied(t *testing.T, commit string) []string {
 		return compared == commit && synced == commit && op == "Succeeded", fmt.Sprintf("%s %s, synced %s op=%s: %s", sync, short(compared), short(synced), op, msg)
 	})
 	return tracked
+}
+
+// trackCRD writes Application "stepwise"'s tracking id (Argo CD's default
+// annotation tracking) into crd, as a templating tool that stamps it would:
+// Argo CD's repo server stamps every object but a CRD.
+func trackCRD(crd *unstructured.Unstructured) {
+	annotations := crd.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations["argocd.argoproj.io/tracking-id"] = "stepwise:apiextensions.k8s.io/CustomResourceDefinition:stepwise-system/" + crd.GetName()
+	crd.SetAnnotations(annotations)
 }
 
 // uninstallStepwise deletes Application "stepwise" and waits until it is

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,8 +48,11 @@ type stand struct {
 	installStepwise   func(t *testing.T, path string)
 	stepwiseApplied   func(t *testing.T, commit string) []string
 	uninstallStepwise func(t *testing.T)
-	first             string // the first commit, applied before the stories
-	rec               *recorder
+	// trackCRD, for Argo CD, marks a CRD in git as the "stepwise"
+	// Application's, which Argo CD itself never does.
+	trackCRD func(crd *unstructured.Unstructured)
+	first    string // the first commit, applied before the stories
+	rec      *recorder
 	// tag is the image tag git holds now.
 	tag string
 }
@@ -335,12 +339,15 @@ const installPath = "install"
 // and the install leaves git while the tool prunes. The tool deletes the
 // rest of what it applied, but not the CRDs: had one gone, every object of
 // its kind would have gone with it, CloneSets and Rollouts mid-release,
-// and the garbage collector would have deleted the CloneSets' Pods. Flux
-// keeps them for their kustomize.toolkit.fluxcd.io/prune: disabled (the
-// story fails without it). Argo CD 3 keeps any CRD on both paths: it never
-// deletes one with its Application, and its default annotation tracking
-// does not track CRDs; the CRDs' Prune=false and Delete=false are for
-// label tracking (Argo CD 2's default), which this bed does not run.
+// and the garbage collector would have deleted the CloneSets' Pods.
+//
+// Flux keeps them for their kustomize.toolkit.fluxcd.io/prune: disabled.
+// Argo CD never deletes a CRD with its Application and never marks one as
+// an Application's (argoproj/argo-cd#1425), so it prunes only a CRD that
+// arrives marked, by a templating tool or an Argo CD that tracks CRDs
+// (argoproj/argo-cd#27907): trackCRD commits them marked, and their
+// Prune=false keeps them. Without the annotations, Flux deletes all four
+// both ways and Argo CD prunes them.
 func storyUninstall(t *testing.T, s *stand) {
 	before := s.bed.app(t.Context(), s.ns)
 	files := map[string][]byte{}
@@ -351,12 +358,12 @@ func storyUninstall(t *testing.T, s *stand) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(bases, e.Name()))
-		if err != nil {
-			t.Fatal(err)
+		crd := readDocs(t, bases, e.Name())[0]
+		if s.trackCRD != nil {
+			s.trackCRD(crd)
 		}
-		files[installPath+"/"+e.Name()] = b
-		crds = append(crds, readDocs(t, bases, e.Name())[0].GetName())
+		files[installPath+"/"+e.Name()] = toYAML(t, crd)
+		crds = append(crds, crd.GetName())
 	}
 	configMap := func(name string) []byte {
 		return []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: " + s.ns + "\n")
