@@ -3,6 +3,11 @@
 // CloneSet field names follow OpenKruise's apps.kruise.io/v1alpha1 CloneSet so
 // that a manifest ports by changing its apiVersion only.
 //
+// Every kind's CRD carries Flux's and Argo CD's keep annotations (the
+// +kubebuilder:metadata:annotations markers on each root type): deleting a
+// CRD deletes every object of its kind, so the GitOps tool that applied it
+// must not prune it (docs/gitops.md, "Removing Stepwise: the CRDs stay").
+//
 // +kubebuilder:object:generate=true
 // +groupName=stepwise.dev
 package v1alpha1
