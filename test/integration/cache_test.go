@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -111,16 +112,29 @@ func TestWritesFromTrimmedPodsKeepWhatTheCacheDropped(t *testing.T) {
 		g.Expect(pods).To(HaveLen(1))
 		before = pods[0]
 	}, timeout).Should(Succeed())
-	// What a kubelet would report.
-	before.Status.Phase = corev1.PodRunning
-	before.Status.HostIP = "10.0.0.7"
-	before.Status.PodIP = "10.244.0.7"
-	before.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: "app", Image: "example.com/app:v1", ImageID: "example.com/app@sha256:aa", ContainerID: "containerd://1", Ready: true,
-		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
-		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}},
-	}}
-	g.Expect(env.client.Status().Update(ctx, &before)).To(Succeed())
+	// What a kubelet would report. The controller may write the Pod
+	// between the list and this write (CI saw a conflict once): each try
+	// starts from the Pod as it is then.
+	started := metav1.Now()
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest := &corev1.Pod{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(&before), latest); err != nil {
+			return err
+		}
+		latest.Status.Phase = corev1.PodRunning
+		latest.Status.HostIP = "10.0.0.7"
+		latest.Status.PodIP = "10.244.0.7"
+		latest.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: "app", Image: "example.com/app:v1", ImageID: "example.com/app@sha256:aa", ContainerID: "containerd://1", Ready: true,
+			State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}},
+		}}
+		if err := env.client.Status().Update(ctx, latest); err != nil {
+			return err
+		}
+		before = *latest
+		return nil
+	})).To(Succeed())
 
 	var cached *corev1.Pod
 	g.Eventually(func(g Gomega) {
