@@ -238,7 +238,7 @@ type AnalysisTemplateSpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:metadata:annotations="kustomize.toolkit.fluxcd.io/prune=disabled"
-// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Delete=false,Prune=false"
+// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Prune=false"
 type AnalysisTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -258,7 +258,7 @@ type AnalysisTemplateList struct {
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:metadata:annotations="kustomize.toolkit.fluxcd.io/prune=disabled"
-// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Delete=false,Prune=false"
+// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Prune=false"
 type ClusterAnalysisTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -363,7 +363,7 @@ type CloneSetGovernor struct {
 // +kubebuilder:printcolumn:name="TOTAL",type=integer,JSONPath=`.status.replicas`,description="Pods owned"
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:metadata:annotations="kustomize.toolkit.fluxcd.io/prune=disabled"
-// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Delete=false,Prune=false"
+// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Prune=false"
 type CloneSet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -398,7 +398,7 @@ type PartitionGrant struct {
 // +kubebuilder:printcolumn:name="MESSAGE",type=string,JSONPath=`.status.message`,description="What the rollout waits for"
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:metadata:annotations="kustomize.toolkit.fluxcd.io/prune=disabled"
-// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Delete=false,Prune=false"
+// +kubebuilder:metadata:annotations="argocd.argoproj.io/sync-options=Prune=false"
 type Rollout struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

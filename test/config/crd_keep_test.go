@@ -8,7 +8,7 @@ import "testing"
 // test/gitops's story 8 deletes an install with real Flux and Argo CD.
 var keepAnnotations = map[string]string{
 	"kustomize.toolkit.fluxcd.io/prune": "disabled",
-	"argocd.argoproj.io/sync-options":   "Delete=false,Prune=false",
+	"argocd.argoproj.io/sync-options":   "Prune=false",
 }
 
 func TestEveryCRDOutlivesTheGitOpsToolThatAppliedIt(t *testing.T) {

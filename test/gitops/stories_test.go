@@ -346,8 +346,9 @@ const installPath = "install"
 // an Application's (argoproj/argo-cd#1425), so it prunes only a CRD that
 // arrives marked, by a templating tool or an Argo CD that tracks CRDs
 // (argoproj/argo-cd#27907): trackCRD commits them marked, and their
-// Prune=false keeps them. Without the annotations, Flux deletes all four
-// both ways and Argo CD prunes them.
+// Prune=false keeps them. Deleting the Application keeps even marked CRDs
+// with no annotation, which is why the CRDs carry no Delete=false. Without
+// the annotations, Flux deletes all four both ways and Argo CD prunes them.
 func storyUninstall(t *testing.T, s *stand) {
 	before := s.bed.app(t.Context(), s.ns)
 	files := map[string][]byte{}
