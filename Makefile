@@ -175,19 +175,22 @@ test-integration: test-assets ## Controllers against a real kube-apiserver + etc
 
 .PHONY: test-docs
 test-docs: test-assets build ## Every shell block of README.md, docs/ and examples/*/README.md run in order against a kwok cluster per file (or marked not runnable, with the reason); prints where the full log is.
-	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-docs.XXXXXX)"; log="$$dir/docs.log"; \
-	echo "full docs log: $$log"; trap 'echo "full docs log: $$log"' EXIT; \
-	$(TEST_GO) test -count=1 ./docs -timeout 30m -v 2>&1 | tee "$$log" | $(TEST_SUMMARY)
+	$(call logged,docs,$(TEST_GO) test -count=1 ./docs -timeout 30m -v)
 
-# Where test-docs and test-e2e write their full logs: a new temporary directory per run
+# Where the test targets write their full logs: a new temporary directory per run
 # unless LOG_DIR names one (.ci/run does, for all of its run's logs).
 LOG_DIR ?=
 
+# $(call logged,NAME,COMMAND) runs COMMAND with its whole output in the log
+# directory's NAME.log and TEST_SUMMARY's cut on the console, and prints the
+# log's path first and last. COMMAND may use $$dir, the log directory.
+logged = @dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-$(1).XXXXXX)"; log="$$dir/$(1).log"; \
+	echo "full $(1) log: $$log"; trap 'echo "full $(1) log: $$log"' EXIT; \
+	$(2) 2>&1 | tee "$$log" | $(TEST_SUMMARY)
+
 .PHONY: test-e2e
 test-e2e: test-assets ## Whole stories on a kwokctl cluster (real scheduler, GC, EndpointSlices); prints where the full log is.
-	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-e2e.XXXXXX)"; log="$$dir/e2e.log"; \
-	echo "full e2e log: $$log"; trap 'echo "full e2e log: $$log"' EXIT; \
-	$(TEST_GO) test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v 2>&1 | tee "$$log" | $(TEST_SUMMARY) 
+	$(call logged,e2e,$(TEST_GO) test -count=1 -p 1 -parallel 10 $(E2E_PKGS) -timeout 40m -v)
 
 .PHONY: gitops-assets
 gitops-assets: ## Build real Flux (source-, kustomize-controller) and Argo CD from the module proxy into bin/, with their CRDs (skips what exists; about 15 minutes cold).
@@ -195,16 +198,12 @@ gitops-assets: ## Build real Flux (source-, kustomize-controller) and Argo CD fr
 
 .PHONY: test-gitops
 test-gitops: test-assets gitops-assets ## Real Flux and real Argo CD apply Stepwise's examples from a git server on 127.0.0.1 to a kwok cluster (git and redis-server from Debian); prints where the full log is.
-	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-gitops.XXXXXX)"; log="$$dir/gitops.log"; \
-	echo "full gitops log: $$log"; trap 'echo "full gitops log: $$log"' EXIT; \
-	STEPWISE_GITOPS_LOG_DIR="$$dir/gitops-tools" $(TEST_GO) test -count=1 -p 1 ./gitops -timeout 30m -v 2>&1 | tee "$$log" | $(TEST_SUMMARY)
+	$(call logged,gitops,STEPWISE_GITOPS_LOG_DIR="$$dir/gitops-tools" $(TEST_GO) test -count=1 -p 1 ./gitops -timeout 30m -v)
 
 .PHONY: test-node
 test-node: test-assets node-assets kruise-manager release ## Stepwise installed from the release in DIST (its image tarball, install.yaml, the chart) on a real kubelet + containerd (root; runc from Debian; see docs/real-node.md).
 	@# test/realnode reads DIST (make release above) through STEPWISE_DIST.
-	@dir="$(LOG_DIR)"; [ -n "$$dir" ] || dir="$$(mktemp -d -t stepwise-node.XXXXXX)"; log="$$dir/node.log"; \
-	echo "full real-node log: $$log"; trap 'echo "full real-node log: $$log"' EXIT; \
-	STEPWISE_DIST="$(abspath $(DIST))" $(TEST_GO) test -count=1 -p 1 $(NODE_PKGS) -timeout 30m -v 2>&1 | tee "$$log" | $(TEST_SUMMARY)
+	$(call logged,node,STEPWISE_DIST="$(abspath $(DIST))" $(TEST_GO) test -count=1 -p 1 $(NODE_PKGS) -timeout 30m -v)
 
 .PHONY: bench-node
 bench-node: test-assets node-assets kruise-manager release ## The same image change of $(NODE_PODS) two-container Pods by Stepwise, a Deployment, a StatefulSet and OpenKruise on the real node (root); docs/bench-node.md and .svg.
