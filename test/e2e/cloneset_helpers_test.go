@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sort"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -124,7 +124,9 @@ func (b *bed) stopManager() {
 
 func (b *bed) namespace(t *testing.T, prefix string) string {
 	t.Helper()
-	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1000000)
+	// Random, not the clock: stories that start side by side with one
+	// prefix must not meet in one namespace.
+	name := prefix + "-" + utilrand.String(6)
 	if err := b.cluster.CreateNamespace(t.Context(), name); err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,8 @@ import (
 // has not acknowledged is never Current or Healthy, so no health check
 // reads the app as released before the Rollout took the release up. The
 // stories of one tool build on each other, as the history of one
-// repository: each starts where the previous one left off.
+// repository: each starts where the previous one left off. The two
+// tools' histories run side by side.
 func TestGitOps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kwok cluster and Prometheus")
@@ -63,6 +64,9 @@ func TestGitOps(t *testing.T) {
 		mode gitopssync.Mode
 	}{{"FluxServerSideApply", gitopssync.ServerSideApply}, {"ArgoCDClientSideApply", gitopssync.ClientSideApply}} {
 		t.Run(tool.name, func(t *testing.T) {
+			// The two tools' apps live in their own namespaces, with their
+			// own repository and syncer: they run side by side.
+			t.Parallel()
 			app := gitopsNewApp(t, e, tool.mode)
 			t.Cleanup(func() {
 				if app.syncer != nil {

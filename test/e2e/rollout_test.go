@@ -23,23 +23,38 @@ func TestRollout(t *testing.T) {
 		t.Skip("starts a kwok cluster and Prometheus")
 	}
 	e := newRolloutEnv(t)
-	t.Run("GoodReleaseWalksEveryStep", func(t *testing.T) { testGoodRelease(t, e) })
-	t.Run("BadReleaseAbortsAndRollsBackInPlace", func(t *testing.T) { testBadRelease(t, e) })
-	t.Run("NoDataPausesUntilPromoted", func(t *testing.T) { testNoData(t, e) })
-	t.Run("UnreachablePrometheusNeverPromotes", func(t *testing.T) { testUnreachablePrometheus(t, e) })
-	t.Run("IndefinitePauseWaitsForPromote", func(t *testing.T) { testIndefinitePause(t, e) })
-	t.Run("RetryAfterAbortRollsOutAgain", func(t *testing.T) { testRetryAfterAbort(t, e) })
-	t.Run("NewRevisionMidRolloutRestarts", func(t *testing.T) { testNewRevisionMidRollout(t, e) })
-	t.Run("RevertToStableSkipsAnalysis", func(t *testing.T) { testRevertToStable(t, e) })
-	t.Run("UndoMidRolloutRollsBackInPlace", func(t *testing.T) { testUndoMidRollout(t, e) })
-	t.Run("ScaleMidStepKeepsPercentPartition", func(t *testing.T) { testScaleMidStep(t, e) })
+	// Stopping the manager stalls every story in flight, so this one runs
+	// alone, before the others.
 	t.Run("ManagerRestartMidAnalysisResumes", func(t *testing.T) { testManagerRestartMidAnalysis(t, e) })
-	t.Run("VersionPolicyHoldsRollout", func(t *testing.T) { testVersionPolicy(t, e) })
-	t.Run("StatefulSetAbortRollsCanariesBack", func(t *testing.T) { testStatefulSetAbortRollsCanariesBack(t, e) })
-	t.Run("BackgroundAbortsDuringPause", func(t *testing.T) { testBackgroundAbortsDuringPause(t, e) })
-	t.Run("PostPromotionRollsBackInPlace", func(t *testing.T) { testPostPromotionRollsBackInPlace(t, e) })
-	t.Run("JudgeAbortsWhatAThresholdPasses", func(t *testing.T) { testJudgeAbortsWhatAThresholdPasses(t, e) })
-	t.Run("AnalysisWindows", func(t *testing.T) { testAnalysisWindows(t, e) })
+	// The others run side by side, each in its own namespace: most of a
+	// story is waiting for pauses and Prometheus windows to pass. The
+	// longest go first.
+	for _, story := range []struct {
+		name string
+		run  func(*testing.T, *rolloutEnv)
+	}{
+		{"AnalysisWindows", testAnalysisWindows},
+		{"GoodReleaseWalksEveryStep", testGoodRelease},
+		{"RetryAfterAbortRollsOutAgain", testRetryAfterAbort},
+		{"JudgeAbortsWhatAThresholdPasses", testJudgeAbortsWhatAThresholdPasses},
+		{"NewRevisionMidRolloutRestarts", testNewRevisionMidRollout},
+		{"UnreachablePrometheusNeverPromotes", testUnreachablePrometheus},
+		{"BackgroundAbortsDuringPause", testBackgroundAbortsDuringPause},
+		{"NoDataPausesUntilPromoted", testNoData},
+		{"StatefulSetAbortRollsCanariesBack", testStatefulSetAbortRollsCanariesBack},
+		{"BadReleaseAbortsAndRollsBackInPlace", testBadRelease},
+		{"PostPromotionRollsBackInPlace", testPostPromotionRollsBackInPlace},
+		{"ScaleMidStepKeepsPercentPartition", testScaleMidStep},
+		{"VersionPolicyHoldsRollout", testVersionPolicy},
+		{"IndefinitePauseWaitsForPromote", testIndefinitePause},
+		{"UndoMidRolloutRollsBackInPlace", testUndoMidRollout},
+		{"RevertToStableSkipsAnalysis", testRevertToStable},
+	} {
+		t.Run(story.name, func(t *testing.T) {
+			t.Parallel()
+			story.run(t, e)
+		})
+	}
 }
 
 // A good release: every step is reached, analysed against Prometheus and
