@@ -91,7 +91,7 @@ func testJudgeAbortsWhatAThresholdPasses(t *testing.T, e *rolloutEnv) {
 	g.Expect(thresholds).To(BeNumerically(">=", 1))
 
 	s.waitRolledBackInPlace(g)
-	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("50%", "100%")), "never past step 1")
+	g.Expect(s.rec.partitionHistory(g)).To(afterCommit("50%", "100%"), "never past step 1")
 	s.waitEvent(stepwisev1.EventMetricCompared, "step 1/2: metric errors: canary ", "(n=5/5)", ": Fail")
 	s.waitEvent(stepwisev1.EventAnalysisScored, "step 1/2: score 0", `critical metric "errors" failed`)
 }

@@ -100,7 +100,7 @@ func testBackgroundAbortsDuringPause(t *testing.T, e *rolloutEnv) {
 	took := s.waitRolledBackInPlace(g)
 	t.Logf("background abort: 2 canaries back in place %s after the abort", took)
 
-	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("50%", "100%")), "never past step 1")
+	g.Expect(s.rec.partitionHistory(g)).To(afterCommit("50%", "100%"), "never past step 1")
 	ms := s.rec.measurements(g)
 	g.Expect(ms).NotTo(BeEmpty())
 	for _, m := range ms {
@@ -151,7 +151,7 @@ func testPostPromotionRollsBackInPlace(t *testing.T, e *rolloutEnv) {
 	for name, n := range s.restarts(g) {
 		g.Expect(n).To(BeEquivalentTo(2), "pod %s: forward to the bad image, back to the stable one", name)
 	}
-	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("50%", "0", "100%")))
+	g.Expect(s.rec.partitionHistory(g)).To(afterCommit("50%", "0", "100%"))
 	ms := s.rec.measurements(g)
 	g.Expect(ms).NotTo(BeEmpty())
 	for _, m := range ms {

@@ -34,24 +34,37 @@ func TestCloneSet(t *testing.T) {
 		t.Skip("starts a kwok cluster")
 	}
 	b := newBed(t, 2)
-	t.Run("InPlaceImageUpdateKeepsPodsAndDrainsEndpoints", func(t *testing.T) { testInPlaceImageUpdate(t, b) })
-	t.Run("EnvChangeRecreatesOrIsRefused", func(t *testing.T) { testEnvChange(t, b) })
-	t.Run("PartitionHoldsAndRaisingItRollsBackInPlace", func(t *testing.T) { testPartitionAndRollback(t, b) })
-	t.Run("MaxUnavailableOneNeverTwoUnavailable", func(t *testing.T) { testMaxUnavailable(t, b) })
-	t.Run("PausedUpdatesNothingButScales", func(t *testing.T) { testPaused(t, b) })
-	t.Run("GracePeriodDelaysImagePatch", func(t *testing.T) { testGracePeriod(t, b) })
+	// Stopping the manager stalls every story in flight, so this one runs
+	// alone, before the others.
 	t.Run("ManagerRestartMidUpdateRestartsNothingTwice", func(t *testing.T) { testManagerRestart(t, b) })
-	t.Run("RevertReusesOldRevision", func(t *testing.T) { testRevert(t, b) })
-	t.Run("TwoContainersUpdateInOrder", func(t *testing.T) { testOrderedContainers(t, b) })
-	t.Run("LabelChangePatchedWithoutRestart", func(t *testing.T) { testMetadataOnly(t, b) })
-	t.Run("CorruptStateIsRedriven", func(t *testing.T) { testCorruptState(t, b) })
-	t.Run("NeverReadyReleaseRollsBackWhenPartitionRaised", func(t *testing.T) { testNeverReadyRollback(t, b) })
-	t.Run("RetagWithSameImageIDCompletes", func(t *testing.T) { testRetag(t, b) })
-	t.Run("PreDeleteHookHoldsUntilReleased", func(t *testing.T) { testPreDeleteHook(t, b) })
-	t.Run("InPlaceUpdateHookHoldsUntilReleased", func(t *testing.T) { testInPlaceUpdateHook(t, b) })
-	t.Run("NotReadyHookOnMetadataOnlyUpdateServesAgain", func(t *testing.T) { testNotReadyHookMetadataOnly(t, b) })
-	t.Run("NotReadyHookRevertedWhilePreparingServesAgain", func(t *testing.T) { testNotReadyHookRevert(t, b) })
-	t.Run("NotReadyHookKeptByRaisedPartitionServesAgain", func(t *testing.T) { testNotReadyHookPartition(t, b) })
+	// The others run side by side, each in its own namespace.
+	for _, story := range []struct {
+		name string
+		run  func(*testing.T, *bed)
+	}{
+		{"InPlaceImageUpdateKeepsPodsAndDrainsEndpoints", testInPlaceImageUpdate},
+		{"EnvChangeRecreatesOrIsRefused", testEnvChange},
+		{"PartitionHoldsAndRaisingItRollsBackInPlace", testPartitionAndRollback},
+		{"MaxUnavailableOneNeverTwoUnavailable", testMaxUnavailable},
+		{"PausedUpdatesNothingButScales", testPaused},
+		{"GracePeriodDelaysImagePatch", testGracePeriod},
+		{"RevertReusesOldRevision", testRevert},
+		{"TwoContainersUpdateInOrder", testOrderedContainers},
+		{"LabelChangePatchedWithoutRestart", testMetadataOnly},
+		{"CorruptStateIsRedriven", testCorruptState},
+		{"NeverReadyReleaseRollsBackWhenPartitionRaised", testNeverReadyRollback},
+		{"RetagWithSameImageIDCompletes", testRetag},
+		{"PreDeleteHookHoldsUntilReleased", testPreDeleteHook},
+		{"InPlaceUpdateHookHoldsUntilReleased", testInPlaceUpdateHook},
+		{"NotReadyHookOnMetadataOnlyUpdateServesAgain", testNotReadyHookMetadataOnly},
+		{"NotReadyHookRevertedWhilePreparingServesAgain", testNotReadyHookRevert},
+		{"NotReadyHookKeptByRaisedPartitionServesAgain", testNotReadyHookPartition},
+	} {
+		t.Run(story.name, func(t *testing.T) {
+			t.Parallel()
+			story.run(t, b)
+		})
+	}
 }
 
 func testInPlaceImageUpdate(t *testing.T, b *bed) {

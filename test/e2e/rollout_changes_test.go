@@ -65,7 +65,7 @@ func testNewRevisionMidRollout(t *testing.T, e *rolloutEnv) {
 		g.Expect(n).To(BeEquivalentTo(want), "pod %s", name)
 	}
 	g.Expect(s.rec.steps(g)).To(Equal([]string{"-", stepAt(v2, 0), stepAt(v3, 0), stepAt(v3, 1), "-"}))
-	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("50%", "100%", "50%", "0")))
+	g.Expect(s.rec.partitionHistory(g)).To(afterCommit("50%", "100%", "50%", "0"))
 	for _, run := range s.rec.analysisRuns(g) {
 		g.Expect(run).To(ContainSubstring("/"+v3+"/"), "only v3 was analysed (v2 never left its pause)")
 	}
@@ -108,7 +108,7 @@ func testRevertToStable(t *testing.T, e *rolloutEnv) {
 	g.Expect(s.rec.analysisRuns(g)).To(BeEmpty())
 	g.Expect(s.events(g, stepwisev1.EventAnalysisStarted)).To(BeEmpty())
 	g.Expect(s.rec.phases(g)).To(ContainElement(string(stepwisev1.RolloutProgressing) + "/" + stepwisev1.ReasonRollingBack))
-	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("50%", "100%", "0")))
+	g.Expect(s.rec.partitionHistory(g)).To(afterCommit("50%", "100%", "0"))
 }
 
 // A percent partition keeps its meaning when the CloneSet scales mid-step:
@@ -149,7 +149,7 @@ func testScaleMidStep(t *testing.T, e *rolloutEnv) {
 	for name, snap := range s.original {
 		g.Expect(kept).To(HaveKeyWithValue(name, snap), "original pod %s updated in place", name)
 	}
-	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("60%", "20%", "0")))
+	g.Expect(s.rec.partitionHistory(g)).To(afterCommit("60%", "20%", "0"))
 }
 
 // The manager stops in the middle of an analysis and starts again: the
@@ -198,7 +198,7 @@ func testManagerRestartMidAnalysis(t *testing.T, e *rolloutEnv) {
 	g.Expect(stepsOf(ms)).To(Equal(map[int32]int{0: 3, 1: 3}), "%d of step 2's measurements were taken before the restart, the rest after: %+v", taken, ms)
 	g.Expect(phasesOf(ms)).To(HaveEach(stepwisev1.MeasurementSuccessful))
 	g.Expect(s.rec.steps(g)).To(Equal([]string{"-", stepAt(canary, 0), stepAt(canary, 1), stepAt(canary, 2), "-"}))
-	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("60%", "20%", "0")))
+	g.Expect(s.rec.partitionHistory(g)).To(afterCommit("60%", "20%", "0"))
 	s.waitEvents(stepwisev1.EventAnalysisStarted, ConsistOf("step 1/3: analysis started", "step 2/3: analysis started"))
 }
 
@@ -241,7 +241,7 @@ func testVersionPolicy(t *testing.T, e *rolloutEnv) {
 	e.waitSettled(t, s.ns, "web", 3, 3, settleTimeout)
 	s.expectKeptPods(g, webImage("1.1.0"))
 	g.Expect(s.rec.steps(g)).NotTo(ContainElement(HavePrefix(major+"@")), "2.0.0 never reached a step")
-	g.Expect(s.rec.partitionHistory(g)).To(Equal(afterCommit("0")))
+	g.Expect(s.rec.partitionHistory(g)).To(afterCommit("0"))
 }
 
 // indexOrEnd is the index of v in s, or len(s) when absent (so that
