@@ -51,6 +51,25 @@ func newBed(t *testing.T, nodes int) *bed {
 	return b
 }
 
+// sideStory is one story of a test whose stories share env.
+type sideStory[E any] struct {
+	name string
+	run  func(*testing.T, E)
+}
+
+// runSideBySide runs the stories as parallel subtests of t on one env, each
+// in a namespace of its own: most of a story is waiting (pauses, restarts,
+// Prometheus windows). They start in the order given, so the longest go
+// first.
+func runSideBySide[E any](t *testing.T, env E, stories []sideStory[E]) {
+	for _, story := range stories {
+		t.Run(story.name, func(t *testing.T) {
+			t.Parallel()
+			story.run(t, env)
+		})
+	}
+}
+
 // newBedWithoutManager is a kwok cluster with the shipped RBAC installed
 // and no manager: for a test that runs the manager itself (as a process).
 func newBedWithoutManager(t *testing.T, nodes int) *bed {

@@ -38,10 +38,7 @@ func TestCloneSet(t *testing.T) {
 	// alone, before the others.
 	t.Run("ManagerRestartMidUpdateRestartsNothingTwice", func(t *testing.T) { testManagerRestart(t, b) })
 	// The others run side by side, each in its own namespace.
-	for _, story := range []struct {
-		name string
-		run  func(*testing.T, *bed)
-	}{
+	runSideBySide(t, b, []sideStory[*bed]{
 		{"InPlaceImageUpdateKeepsPodsAndDrainsEndpoints", testInPlaceImageUpdate},
 		{"EnvChangeRecreatesOrIsRefused", testEnvChange},
 		{"PartitionHoldsAndRaisingItRollsBackInPlace", testPartitionAndRollback},
@@ -59,12 +56,7 @@ func TestCloneSet(t *testing.T) {
 		{"NotReadyHookOnMetadataOnlyUpdateServesAgain", testNotReadyHookMetadataOnly},
 		{"NotReadyHookRevertedWhilePreparingServesAgain", testNotReadyHookRevert},
 		{"NotReadyHookKeptByRaisedPartitionServesAgain", testNotReadyHookPartition},
-	} {
-		t.Run(story.name, func(t *testing.T) {
-			t.Parallel()
-			story.run(t, b)
-		})
-	}
+	})
 }
 
 func testInPlaceImageUpdate(t *testing.T, b *bed) {

@@ -26,13 +26,8 @@ func TestRollout(t *testing.T) {
 	// Stopping the manager stalls every story in flight, so this one runs
 	// alone, before the others.
 	t.Run("ManagerRestartMidAnalysisResumes", func(t *testing.T) { testManagerRestartMidAnalysis(t, e) })
-	// The others run side by side, each in its own namespace: most of a
-	// story is waiting for pauses and Prometheus windows to pass. The
-	// longest go first.
-	for _, story := range []struct {
-		name string
-		run  func(*testing.T, *rolloutEnv)
-	}{
+	// The others run side by side, the longest first.
+	runSideBySide(t, e, []sideStory[*rolloutEnv]{
 		{"AnalysisWindows", testAnalysisWindows},
 		{"GoodReleaseWalksEveryStep", testGoodRelease},
 		{"RetryAfterAbortRollsOutAgain", testRetryAfterAbort},
@@ -49,12 +44,7 @@ func TestRollout(t *testing.T) {
 		{"IndefinitePauseWaitsForPromote", testIndefinitePause},
 		{"UndoMidRolloutRollsBackInPlace", testUndoMidRollout},
 		{"RevertToStableSkipsAnalysis", testRevertToStable},
-	} {
-		t.Run(story.name, func(t *testing.T) {
-			t.Parallel()
-			story.run(t, e)
-		})
-	}
+	})
 }
 
 // A good release: every step is reached, analysed against Prometheus and
