@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -143,10 +142,8 @@ func (b *bed) stopManager() {
 
 func (b *bed) namespace(t *testing.T, prefix string) string {
 	t.Helper()
-	// Random, not the clock: stories that start side by side with one
-	// prefix must not meet in one namespace.
-	name := prefix + "-" + utilrand.String(6)
-	if err := b.cluster.CreateNamespace(t.Context(), name); err != nil {
+	name, err := b.cluster.CreateUniqueNamespace(t.Context(), prefix)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return name

@@ -273,6 +273,18 @@ func (c *Cluster) CreateNamespace(ctx context.Context, name string) error {
 	return c.waitServiceAccount(ctx, name)
 }
 
+// CreateUniqueNamespace creates a namespace named prefix and a suffix the
+// API server picks (generateName), so that callers started together never
+// share one, waits for its default ServiceAccount and returns its name.
+func (c *Cluster) CreateUniqueNamespace(ctx context.Context, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	created, err := c.clientset.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("creating a namespace named %s-*: %w", prefix, err)
+	}
+	return created.Name, c.waitServiceAccount(ctx, created.Name)
+}
+
 // Stop deletes the cluster, makes sure none of its processes survive and
 // removes the workdir. It is safe to call more than once.
 func (c *Cluster) Stop() error {
